@@ -1,0 +1,120 @@
+"""stablegrad: symbolic tensor graphs with automatic differentiation, stable by construction.
+
+Build a graph with NumPy-named functions on symbolic inputs, differentiate it with
+`grad`, compile it with `function`:
+
+>>> import numpy as np, stablegrad as sg
+>>> x = sg.vector("x")
+>>> cost = sg.sum(sg.exp(x) * 2.0)
+>>> f = sg.function([x], [cost, sg.grad(cost, x)])
+>>> [v.tolist() for v in f(np.zeros(2))]
+[4.0, [2.0, 2.0]]
+"""
+
+from .autodiff import grad, hessian_vector_product, jacobian
+from .compile.function import Function, function
+from .errors import (
+    DTypeError,
+    ExecutionError,
+    GradientError,
+    InputError,
+    ShapeError,
+    StableGradError,
+)
+from .graph.basic import Apply, Constant, Op, Variable, constant
+from .graph.inputs import matrix, scalar, tensor, vector
+from .graph.types import TensorType
+from .ops.creation import arange, eye, full, full_like, identity, ones, ones_like, zeros, zeros_like
+from .ops.elementwise import (
+    abs,
+    absolute,
+    add,
+    astype,
+    ceil,
+    clip,
+    divide,
+    equal,
+    floor,
+    floor_divide,
+    greater,
+    greater_equal,
+    isfinite,
+    isinf,
+    isnan,
+    less,
+    less_equal,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    maximum,
+    minimum,
+    mod,
+    multiply,
+    negative,
+    not_equal,
+    power,
+    reciprocal,
+    round,
+    sign,
+    sqrt,
+    square,
+    subtract,
+    true_divide,
+    where,
+)
+from .ops.indexing import take_along_axis
+from .ops.linalg import dot, einsum, matmul, outer, tensordot
+from .ops.math import (
+    arctan,
+    cos,
+    cosh,
+    digamma,
+    erf,
+    erfc,
+    exp,
+    exp2,
+    expm1,
+    gammaln,
+    log,
+    log1p,
+    log2,
+    log10,
+    polygamma,
+    sin,
+    sinh,
+    tan,
+    tanh,
+)
+from .ops.reduction import (
+    all,
+    amax,
+    amin,
+    any,
+    argmax,
+    argmin,
+    count_nonzero,
+    max,
+    mean,
+    min,
+    prod,
+    std,
+    sum,
+    var,
+)
+from .ops.shape import (
+    atleast_1d,
+    broadcast_arrays,
+    broadcast_to,
+    concatenate,
+    expand_dims,
+    moveaxis,
+    ravel,
+    reshape,
+    squeeze,
+    stack,
+    swapaxes,
+    transpose,
+)
+
+__version__ = "0.1.0"

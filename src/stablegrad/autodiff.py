@@ -1,0 +1,165 @@
+"""Reverse-mode differentiation: `grad`, `jacobian`, `hessian_vector_product`.
+
+`grad` walks the cost's graph backwards and calls each op's `pullback`, which
+builds graph with the same functions users call, so gradients of gradients need
+nothing extra.  Before walking, the cost's graph is passed through the
+value-preserving recognition rewrites, so the gradient of a naive
+`log(sum(exp(x)))` is the stable pullback of `logsumexp`, not the naive one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .errors import GradientError
+from .graph.basic import Constant, Variable, Zero, ancestors, toposort
+from .ops.creation import ones_like, zeros_like
+from .ops.elementwise import astype
+from .ops.shape import reduce_to, shape_tuple
+
+
+def _recognise(cost: Variable, wrt: Sequence[Variable]) -> Variable:
+    """Hook for the recognition rewrites (value-preserving); identity until they exist."""
+    from .rewrite import recognise_for_grad
+
+    return recognise_for_grad(cost, wrt)
+
+
+def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = True):
+    """Gradient of a scalar `cost` w.r.t. one variable or a list of them, as graph.
+
+    `disconnected="raise"` (default) errors when `cost` does not depend on a
+    `wrt`; `"zero"` returns zeros for it instead.  The result has the structure
+    of `wrt`: one variable, or a list.
+
+    >>> import stablegrad as sg
+    >>> x = sg.vector("x")
+    >>> g = sg.grad(sg.sum(x ** 2), x)
+    >>> sg.function([x], g)([1.0, 2.0])
+    array([2., 4.])
+    """
+    single = isinstance(wrt, Variable)
+    targets = [wrt] if single else list(wrt)
+    _check_grad_args(cost, targets, disconnected)
+    if recognition:
+        cost = _recognise(cost, targets)
+    grads = _backpropagate(cost, targets)
+    reachable = {v.id for v in ancestors([cost])}
+    result = []
+    for i, w in enumerate(targets):
+        g = grads.get(w.id)
+        if g is None:
+            if w.id not in reachable and disconnected == "raise":
+                raise GradientError(
+                    f"grad: wrt[{i}] {_describe(w)} is not part of the cost's graph "
+                    "(pass disconnected='zero' to get zeros for it)"
+                )
+            g = zeros_like(w)
+        result.append(g)
+    return result[0] if single else result
+
+
+def _describe(v: Variable) -> str:
+    return repr(v.name) if v.name else repr(v)
+
+
+def _check_grad_args(cost, targets, disconnected) -> None:
+    if disconnected not in ("raise", "zero"):
+        raise GradientError(f"grad: disconnected must be 'raise' or 'zero', got {disconnected!r}")
+    if not isinstance(cost, Variable):
+        raise GradientError(f"grad: cost must be a symbolic Variable, got {type(cost).__name__}")
+    if cost.ndim != 0:
+        raise GradientError(
+            f"grad: cost must be a scalar, got shape {cost.type.shape}; reduce it first (sg.sum) or use sg.jacobian"
+        )
+    if not cost.type.is_float():
+        raise GradientError(f"grad: cost must be a float scalar, got {cost.type}")
+    for i, w in enumerate(targets):
+        if not isinstance(w, Variable):
+            raise GradientError(f"grad: wrt[{i}] must be a symbolic Variable, got {type(w).__name__}")
+        if isinstance(w, Constant):
+            raise GradientError(f"grad: wrt[{i}] is a constant; differentiate with respect to an input")
+        if not w.type.is_float():
+            raise GradientError(f"grad: wrt[{i}] {_describe(w)} has dtype {w.dtype.name}; only floats have gradients")
+
+
+def _backpropagate(cost: Variable, targets: Sequence[Variable]) -> dict[int, Variable]:
+    """Cotangent of every variable between `targets` and `cost` (keyed by variable id)."""
+    nodes = toposort([cost], stop=targets)
+    depends = {w.id for w in targets}
+    on_path = []
+    for node in nodes:
+        if any(v.id in depends for v in node.inputs):
+            depends.update(o.id for o in node.outputs)
+            on_path.append(node)
+    grads: dict[int, Variable] = {}
+    if cost.id not in depends:
+        return grads
+    grads[cost.id] = ones_like(cost)
+    for node in reversed(on_path):
+        found = [grads.get(o.id) for o in node.outputs]
+        if all(g is None for g in found):
+            continue
+        out_grads = [g if g is not None else zeros_like(o) for g, o in zip(found, node.outputs)]
+        in_grads = node.op.pullback(node.inputs, node.outputs, out_grads)
+        for v, g in zip(node.inputs, in_grads):
+            if v.id not in depends or isinstance(g, Zero) or not v.type.is_float():
+                continue
+            g = _fit(g, v)
+            previous = grads.get(v.id)
+            grads[v.id] = g if previous is None else previous + g
+    return grads
+
+
+def _fit(g: Variable, v: Variable) -> Variable:
+    """g summed over the axes along which v was broadcast, in v's dtype."""
+    if g.type.shape != v.type.shape or None in v.type.shape:
+        g = reduce_to(g, shape_tuple(v))
+    return g if g.dtype == v.dtype else astype(g, v.dtype)
+
+
+def jacobian(y: Variable, x, disconnected: str = "zero"):
+    """d y / d x as a tensor of shape y.shape + x.shape (y's shape must be static).
+
+    Built from one gradient per entry of y, so it suits small outputs.
+    """
+    from .ops.shape import reshape, stack
+
+    if None in y.type.shape:
+        raise GradientError(f"jacobian: the output's shape {y.type.shape} must be known statically")
+    single = isinstance(x, Variable)
+    xs = [x] if single else list(x)
+    n = math.prod(d for d in y.type.shape if d is not None)
+    flat = reshape(y, (n,)) if y.ndim != 1 else y
+    rows = [grad(flat[i], xs, disconnected=disconnected) for i in range(n)]
+    result = []
+    for j, w in enumerate(xs):
+        if n == 0:
+            from .ops.creation import zeros
+
+            result.append(zeros(y.type.shape + tuple(shape_tuple(w)), dtype=w.dtype))
+            continue
+        stacked = stack([row[j] for row in rows])
+        result.append(reshape(stacked, y.type.shape + tuple(shape_tuple(w))))
+    return result[0] if single else result
+
+
+def hessian_vector_product(cost: Variable, wrt, vector, disconnected: str = "raise"):
+    """H v for the Hessian H of scalar `cost` w.r.t. `wrt`, without forming H.
+
+    `vector` has the structure of `wrt` (one tensor, or a list of them).
+    """
+    from .ops.reduction import sum as sum_
+
+    single = isinstance(wrt, Variable)
+    ws = [wrt] if single else list(wrt)
+    vs = [vector] if single else list(vector)
+    if len(vs) != len(ws):
+        raise GradientError(f"hessian_vector_product: got {len(vs)} vectors for {len(ws)} wrt variables")
+    grads = grad(cost, ws, disconnected=disconnected)
+    inner = sum_(grads[0] * vs[0])
+    for g, v in zip(grads[1:], vs[1:]):
+        inner = inner + sum_(g * v)
+    hv = grad(inner, ws, disconnected="zero")
+    return hv[0] if single else hv

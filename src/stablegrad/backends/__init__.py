@@ -1,0 +1,1 @@
+"""Backends: where a prepared graph runs.  NumPy is the default; the core never imports JAX."""

@@ -1,0 +1,124 @@
+"""The NumPy executor: runs a node list in topological order, freeing as it goes.
+
+Every variable gets a slot in a flat list; after each node, the slots whose last
+reader it was are cleared, so a long elementwise chain holds only a couple of
+intermediates at a time.  The per-node work is one call of the op's NumPy
+implementation plus list indexing — a few hundred nanoseconds of overhead.
+
+`IMPLEMENTATIONS` maps an op class to a factory of a faster implementation; an
+op without an entry runs its own `perform` (its reference semantics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..errors import ExecutionError
+from ..graph.basic import Apply, Constant, Op, Variable, toposort
+
+IMPLEMENTATIONS: dict[type, Callable[[Op], Callable]] = {}
+
+
+def implementation(op: Op) -> Callable:
+    factory = IMPLEMENTATIONS.get(type(op))
+    return factory(op) if factory is not None else op.perform
+
+
+class Program:
+    """A compiled node list over numbered slots."""
+
+    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable]):
+        nodes = _schedule(toposort(outputs, stop=inputs))
+        slot: dict[int, int] = {}
+        constants: list[tuple[int, np.ndarray]] = []
+
+        def slot_of(v: Variable) -> int:
+            s = slot.get(v.id)
+            if s is None:
+                s = slot[v.id] = len(slot)
+                if isinstance(v, Constant):
+                    constants.append((s, v.data))
+            return s
+
+        self.input_slots = [slot_of(v) for v in inputs]
+        steps = []
+        last_use: dict[int, int] = {}
+        for i, node in enumerate(nodes):
+            ins = [slot_of(v) for v in node.inputs]
+            outs = [slot_of(v) for v in node.outputs]
+            for s in ins:
+                last_use[s] = i
+            steps.append((node, ins, outs))
+        self.output_slots = [slot_of(v) for v in outputs]
+        keep = set(self.output_slots)
+        frees: list[list[int]] = [[] for _ in nodes]
+        for s, i in last_use.items():
+            if s not in keep:
+                frees[i].append(s)
+        self.constants = constants
+        self.nslots = len(slot)
+        self.steps = [
+            (
+                implementation(node.op),
+                ins,
+                outs[0] if len(outs) == 1 else outs,
+                len(outs) == 1,
+                frees[i],
+                node,
+            )
+            for i, (node, ins, outs) in enumerate(steps)
+        ]
+        self.nodes = nodes
+
+    def run(self, values: Sequence[np.ndarray]) -> list:
+        storage: list = [None] * self.nslots
+        for s, data in self.constants:
+            storage[s] = data
+        for s, v in zip(self.input_slots, values):
+            storage[s] = v
+        with np.errstate(all="ignore"):
+            for fn, ins, out, single, frees, node in self.steps:
+                try:
+                    result = fn(*[storage[s] for s in ins])
+                except Exception as exc:
+                    raise _execution_error(node, exc) from exc
+                if single:
+                    storage[out] = result  # type: ignore[index]
+                else:
+                    for s, r in zip(out, result):  # type: ignore[arg-type]
+                        storage[s] = r
+                for s in frees:
+                    storage[s] = None
+        return [storage[s] for s in self.output_slots]
+
+
+def _execution_error(node: Apply, exc: Exception) -> ExecutionError:
+    shapes = ", ".join(str(np.shape(v.data)) if isinstance(v, Constant) else str(v.type) for v in node.inputs)
+    return ExecutionError(f"{node.op.name}: {exc} (operands {shapes})", location=node.location)
+
+
+def _schedule(nodes: list[Apply]) -> list[Apply]:
+    """Topological order with shape lookups moved up to right after their operand exists.
+
+    A `ShapeDim` only reads its operand's shape; running it early lets the operand
+    be freed as soon as its real readers are done.
+    """
+    from ..ops.shape import ShapeDim
+
+    early: dict[int, list[Apply]] = {}
+    rest: list[Apply] = []
+    for node in nodes:
+        if isinstance(node.op, ShapeDim):
+            producer = node.inputs[0].owner
+            early.setdefault(id(producer) if producer is not None else 0, []).append(node)
+        else:
+            rest.append(node)
+    order = early.pop(0, [])
+    for node in rest:
+        order.append(node)
+        order.extend(early.pop(id(node), ()))
+    for pending in early.values():  # producers outside the list (stopped at inputs)
+        order[0:0] = pending
+    return order

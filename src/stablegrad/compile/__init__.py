@@ -1,0 +1,1 @@
+"""Compilation: from symbolic inputs and outputs to a callable."""

@@ -1,0 +1,1 @@
+"""The graph: types, variables, nodes and walks."""

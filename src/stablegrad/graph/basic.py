@@ -1,0 +1,437 @@
+"""Variables, constants, apply nodes and the abstract Op.
+
+A graph is immutable once built: an `Apply` node records an op, its input variables
+and its output variables; a `Variable` knows the node that produced it (`owner`).
+Rewrites and compilation build new graphs rather than editing these in place.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from ..errors import StableGradError, user_location
+from .types import TensorType
+
+_ids = itertools.count()
+
+
+class Variable:
+    """A symbolic tensor: its type, and the node (if any) that computes it.
+
+    Arithmetic operators, comparisons, indexing and the usual NumPy methods build
+    graph, so `sg.exp(x) * w + 1` reads as it would with arrays.
+    """
+
+    __slots__ = ("id", "index", "name", "owner", "type")
+    __array_priority__ = 1000  # so that ndarray + Variable defers to Variable.__radd__
+
+    def __init__(self, type: TensorType, owner: Apply | None = None, index: int = 0, name: str | None = None):
+        self.type = type
+        self.owner = owner
+        self.index = index
+        self.name = name
+        self.id = next(_ids)
+
+    # -- type shortcuts -------------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.type.ndim
+
+    @property
+    def static_shape(self) -> tuple[int | None, ...]:
+        return self.type.shape
+
+    @property
+    def shape(self) -> tuple:
+        """Known extents as ints, unknown ones as symbolic int64 scalars."""
+        from ..ops.shape import shape_tuple
+
+        return shape_tuple(self)
+
+    @property
+    def size(self):
+        from ..ops.shape import size
+
+        return size(self)
+
+    @property
+    def location(self) -> tuple[str, int] | None:
+        return self.owner.location if self.owner is not None else None
+
+    def __repr__(self) -> str:
+        label = self.name or (self.owner.op.name if self.owner is not None else "input")
+        return f"<{label}: {self.type}>"
+
+    def __hash__(self) -> int:
+        return self.id
+
+    def __eq__(self, other):  # elementwise, as in NumPy; hashing stays by identity
+        return _m().equal(self, other)
+
+    def __ne__(self, other):
+        return _m().not_equal(self, other)
+
+    def __bool__(self):
+        raise StableGradError(
+            "a symbolic Variable has no truth value; use sg.where(...) or sg.any/sg.all instead of `if`, `and`, `or`"
+        )
+
+    def __len__(self) -> int:
+        n = self.type.shape[0] if self.ndim else None
+        if n is None:
+            raise StableGradError(f"len() of {self!r}: the first extent is not known statically")
+        return n
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    # -- operators --------------------------------------------------------------------
+    def __add__(self, other):
+        return _m().add(self, other)
+
+    def __radd__(self, other):
+        return _m().add(other, self)
+
+    def __sub__(self, other):
+        return _m().subtract(self, other)
+
+    def __rsub__(self, other):
+        return _m().subtract(other, self)
+
+    def __mul__(self, other):
+        return _m().multiply(self, other)
+
+    def __rmul__(self, other):
+        return _m().multiply(other, self)
+
+    def __truediv__(self, other):
+        return _m().divide(self, other)
+
+    def __rtruediv__(self, other):
+        return _m().divide(other, self)
+
+    def __floordiv__(self, other):
+        return _m().floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return _m().floor_divide(other, self)
+
+    def __mod__(self, other):
+        return _m().mod(self, other)
+
+    def __rmod__(self, other):
+        return _m().mod(other, self)
+
+    def __pow__(self, other):
+        return _m().power(self, other)
+
+    def __rpow__(self, other):
+        return _m().power(other, self)
+
+    def __matmul__(self, other):
+        from ..ops.linalg import matmul
+
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from ..ops.linalg import matmul
+
+        return matmul(other, self)
+
+    def __neg__(self):
+        return _m().negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _m().abs(self)
+
+    def __invert__(self):
+        return _m().logical_not(self) if self.dtype == np.bool_ else _m().invert(self)
+
+    def __and__(self, other):
+        return _m().logical_and(self, other)
+
+    def __rand__(self, other):
+        return _m().logical_and(other, self)
+
+    def __or__(self, other):
+        return _m().logical_or(self, other)
+
+    def __ror__(self, other):
+        return _m().logical_or(other, self)
+
+    def __lt__(self, other):
+        return _m().less(self, other)
+
+    def __le__(self, other):
+        return _m().less_equal(self, other)
+
+    def __gt__(self, other):
+        return _m().greater(self, other)
+
+    def __ge__(self, other):
+        return _m().greater_equal(self, other)
+
+    def __getitem__(self, index):
+        from ..ops.indexing import getitem
+
+        return getitem(self, index)
+
+    @property
+    def at(self):
+        """`x.at[idx].set(v)` / `.add(v)`: a copy of x with x[idx] replaced or incremented."""
+        from ..ops.indexing import AtIndexer
+
+        return AtIndexer(self)
+
+    # -- NumPy-style methods ----------------------------------------------------------
+    @property
+    def T(self):
+        from ..ops.shape import transpose
+
+        return transpose(self)
+
+    def transpose(self, *axes):
+        from ..ops.shape import transpose
+
+        return transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+    def reshape(self, *shape):
+        from ..ops.shape import reshape
+
+        return reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def astype(self, dtype):
+        from ..ops.elementwise import astype
+
+        return astype(self, dtype)
+
+    def sum(self, axis=None, keepdims=False):
+        from ..ops.reduction import sum
+
+        return sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        from ..ops.reduction import mean
+
+        return mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        from ..ops.reduction import max
+
+        return max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        from ..ops.reduction import min
+
+        return min(self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis=None, keepdims=False):
+        from ..ops.reduction import prod
+
+        return prod(self, axis=axis, keepdims=keepdims)
+
+    def eval(self, inputs: dict | None = None):
+        """Compile and run this variable; `inputs` maps input variables to values."""
+        from ..compile.function import function
+
+        inputs = inputs or {}
+        return function(list(inputs), self)(*inputs.values())
+
+
+def _m():
+    from ..ops import elementwise
+
+    return elementwise
+
+
+class Constant(Variable):
+    """A variable with a fixed value (a read-only ndarray)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data, name: str | None = None):
+        array = np.array(data)  # a private copy, so later edits by the caller cannot leak in
+        array.flags.writeable = False
+        super().__init__(TensorType(array.dtype, array.shape), None, 0, name)
+        self.data = array
+
+    def __repr__(self) -> str:
+        if self.data.size <= 4:
+            return f"Constant({self.data.tolist()!r}, {self.type.dtype.name})"
+        return f"Constant({self.type})"
+
+
+def constant(value, dtype=None, name: str | None = None) -> Constant:
+    """A constant tensor.
+
+    >>> import stablegrad as sg
+    >>> sg.constant([1.0, 2.0]).sum().eval()
+    array(3.)
+    """
+    return Constant(np.asarray(value, dtype=dtype), name=name)
+
+
+# -- ops ------------------------------------------------------------------------------------
+ALL: Literal["all"] = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class Reads:
+    """Which operands and outputs an op's pullback uses.
+
+    A contract: the pullback may reference only these (plus the *shapes* of
+    anything), a test hands it poison for the rest, and the executor can free an
+    unread forward value as soon as the forward pass is done with it.
+    """
+
+    inputs: tuple[int, ...] | Literal["all"] = ALL
+    outputs: tuple[int, ...] | Literal["all"] = ()
+
+    def reads_input(self, i: int) -> bool:
+        return self.inputs == ALL or i in self.inputs
+
+    def reads_output(self, i: int) -> bool:
+        return self.outputs == ALL or i in self.outputs
+
+
+READS_INPUTS = Reads(ALL, ())
+READS_OUTPUTS = Reads((), ALL)
+READS_NOTHING = Reads((), ())
+
+
+class Zero:
+    """A gradient known to be zero, with the type a real gradient would have.
+
+    Pullbacks return it for operands the output does not vary with (`floor`, the
+    index of a gather, ...); `grad` materialises it only if the user asks for it.
+    """
+
+    __slots__ = ("type",)
+
+    def __init__(self, type: TensorType):
+        self.type = type
+
+    def __repr__(self) -> str:
+        return f"Zero({self.type})"
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+@dataclass(frozen=True)
+class Op:
+    """An operation: a type rule, a NumPy implementation and a derivative rule.
+
+    Subclasses are frozen dataclasses whose fields are the op's parameters, so two
+    ops with equal parameters are equal (that is what graph merging relies on).
+    """
+
+    reads: ClassVar[Reads] = READS_INPUTS
+    #: number of outputs of every node of this op
+    nout: ClassVar[int] = 1
+
+    @property
+    def name(self) -> str:
+        return _snake(type(self).__name__)
+
+    def infer(self, *inputs: Variable) -> list[TensorType]:
+        """The output types for these inputs; raises a StableGradError on misuse."""
+        raise NotImplementedError
+
+    def perform(self, *arrays: np.ndarray) -> Any:
+        """NumPy reference semantics: one array, or a tuple of `nout` arrays."""
+        raise NotImplementedError
+
+    def pullback(self, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Sequence[Variable]):
+        """Gradients w.r.t. the inputs (graph, or `Zero`) given the output cotangents."""
+        from ..errors import GradientError
+
+        raise GradientError(f"{self.name}: has no gradient")
+
+    def __call__(self, *inputs: Variable):
+        node = Apply(self, inputs, self.infer(*inputs))
+        return node.outputs[0] if self.nout == 1 else node.outputs
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Apply:
+    """One application of an op to input variables; owns its output variables."""
+
+    __slots__ = ("inputs", "location", "op", "outputs")
+
+    def __init__(
+        self,
+        op: Op,
+        inputs: Sequence[Variable],
+        output_types: Iterable[TensorType],
+        location: tuple[str, int] | None = None,
+    ):
+        self.op = op
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(Variable(t, self, i) for i, t in enumerate(output_types))
+        self.location = location if location is not None else user_location()
+
+    def __repr__(self) -> str:
+        return f"Apply({self.op}, {list(self.inputs)})"
+
+
+# -- graph walks ------------------------------------------------------------------------------
+def toposort(outputs: Iterable[Variable], stop: Iterable[Variable] = ()) -> list[Apply]:
+    """Nodes needed for `outputs`, each after the nodes computing its inputs.
+
+    Iterative (no recursion limit on deep graphs) and linear in graph size;
+    `stop` variables are treated as leaves.
+    """
+    stopped = {v.id for v in stop}
+    order: list[Apply] = []
+    seen: set[int] = set()
+    for out in outputs:
+        if out.owner is None or out.id in stopped or id(out.owner) in seen:
+            continue
+        stack = [(out.owner, 0)]
+        seen.add(id(out.owner))
+        while stack:
+            node, i = stack.pop()
+            if i < len(node.inputs):
+                stack.append((node, i + 1))
+                parent = node.inputs[i].owner
+                if parent is not None and node.inputs[i].id not in stopped and id(parent) not in seen:
+                    seen.add(id(parent))
+                    stack.append((parent, 0))
+            else:
+                order.append(node)
+    return order
+
+
+def ancestors(outputs: Iterable[Variable], stop: Iterable[Variable] = ()) -> list[Variable]:
+    """Every variable `outputs` depend on (leaves and intermediates), outputs included."""
+    result: dict[int, Variable] = {}
+    nodes = toposort(outputs, stop)
+    for node in nodes:
+        for v in node.inputs + node.outputs:
+            result[v.id] = v
+    for v in outputs:
+        result[v.id] = v
+    return list(result.values())
+
+
+def graph_inputs(outputs: Iterable[Variable]) -> list[Variable]:
+    """The non-constant leaves of the graph of `outputs`."""
+    return [v for v in ancestors(outputs) if v.owner is None and not isinstance(v, Constant)]

@@ -1,0 +1,126 @@
+"""Tensors made from a shape and a fill value: zeros, ones, full, arange, eye and the *_like forms."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import final
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..graph.basic import READS_NOTHING, Constant, Op, Variable
+from ..graph.types import TensorType
+from .base import as_operands, as_tensor, zero_grad
+from .shape import as_shape_inputs, reduce_to, shape_tuple, static_dim
+
+
+@final
+@dataclass(frozen=True)
+class Alloc(Op):
+    """A tensor of the shape given by the remaining inputs, filled with `value` (broadcast)."""
+
+    reads = READS_NOTHING
+
+    def infer(self, value, *dims):
+        if value.ndim > len(dims):
+            raise ShapeError(f"full: fill value of shape {value.type.shape} has more dimensions than the shape")
+        return [TensorType(value.dtype, tuple(static_dim(d) for d in dims))]
+
+    def perform(self, value, *dims):
+        return np.full(tuple(int(d) for d in dims), value, dtype=np.asarray(value).dtype)
+
+    def pullback(self, inputs, outputs, grads):
+        value = inputs[0]
+        return [reduce_to(grads[0], shape_tuple(value))] + [zero_grad(d) for d in inputs[1:]]
+
+
+def full(shape, fill_value, dtype=None):
+    """A tensor of `shape` filled with `fill_value` (numpy.full)."""
+    if dtype is None and not isinstance(fill_value, Variable):
+        dtype = np.asarray(fill_value).dtype
+    value = as_tensor(fill_value, dtype=dtype)
+    if dtype is not None and value.dtype != np.dtype(dtype):
+        value = value.astype(dtype)
+    dims = as_shape_inputs(shape, "full")
+    if isinstance(value, Constant) and all(isinstance(d, Constant) for d in dims):
+        return Constant(np.full(tuple(int(d.data) for d in dims), value.data))
+    return Alloc()(value, *dims)
+
+
+def zeros(shape, dtype="float64"):
+    """A tensor of zeros (numpy.zeros)."""
+    return full(shape, np.zeros((), dtype))
+
+
+def ones(shape, dtype="float64"):
+    """A tensor of ones (numpy.ones)."""
+    return full(shape, np.ones((), dtype))
+
+
+def full_like(x, fill_value, dtype=None):
+    """A tensor shaped like x, filled with `fill_value` (dtype defaults to x's)."""
+    (x,) = as_operands(x)
+    return full(shape_tuple(x), fill_value, dtype=x.dtype if dtype is None else dtype)
+
+
+def zeros_like(x, dtype=None):
+    """Zeros shaped like x."""
+    (x,) = as_operands(x)
+    return full_like(x, 0, dtype)
+
+
+def ones_like(x, dtype=None):
+    """Ones shaped like x."""
+    (x,) = as_operands(x)
+    return full_like(x, 1, dtype)
+
+
+@final
+@dataclass(frozen=True)
+class Arange(Op):
+    """Evenly spaced values in [start, stop) by step (numpy.arange)."""
+
+    dtype: np.dtype = np.dtype(np.int64)
+    reads = READS_NOTHING
+
+    def infer(self, start, stop, step):
+        ends = [static_value(v) for v in (start, stop, step)]
+        length = None if None in ends else _arange_length(*ends)
+        return [TensorType(self.dtype, (length,))]
+
+    def perform(self, start, stop, step):
+        return np.arange(start, stop, step, dtype=self.dtype)
+
+    def pullback(self, inputs, outputs, grads):
+        return [zero_grad(v) for v in inputs]
+
+
+def static_value(v: Variable):
+    return v.data.item() if isinstance(v, Constant) else None
+
+
+def _arange_length(start, stop, step) -> int:
+    return max(0, math.ceil((stop - start) / step))
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    """Evenly spaced values (numpy.arange); `stop` may be a symbolic integer such as x.shape[0]."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ShapeError("arange: step must not be zero")
+    bounds = as_operands(start, stop, step)
+    out_dtype = np.dtype(dtype) if dtype is not None else np.result_type(*(b.dtype for b in bounds))
+    if all(isinstance(b, Constant) for b in bounds):
+        return Constant(np.arange(*(b.data.item() for b in bounds), dtype=out_dtype))
+    return Arange(out_dtype)(*bounds)
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype="float64"):
+    """Identity-like 2-D tensor with ones on the k-th diagonal (numpy.eye); static sizes."""
+    return Constant(np.eye(N, M, k, dtype=dtype))
+
+
+def identity(n: int, dtype="float64"):
+    return eye(n, dtype=dtype)

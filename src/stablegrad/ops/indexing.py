@@ -1,0 +1,279 @@
+"""Indexing: `x[...]` with ints, slices, None, Ellipsis, integer arrays and boolean masks,
+and its adjoint `x.at[...].set(v)` / `.add(v)`.
+
+An index is stored as a static *spec* (a tuple whose entries are ints, slices as
+(start, stop, step) triples — `slice` is unhashable before Python 3.12 — None, or
+`ARRAY` for "the next array operand"), so the op is hashable and its
+output shape can be inferred without running it.  Basic and advanced indexing
+share one op: the pullback of a gather is a scatter-add with the same spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import final
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..graph.basic import Op, Reads, Variable
+from ..graph.types import Shape, TensorType, broadcast_shapes
+from .base import as_operands, as_tensor, zero_grad
+from .shape import reduce_to, shape_tuple
+
+ARRAY = "array"
+
+
+def _index_tuple(spec: tuple, arrays) -> tuple:
+    it = iter(arrays)
+    return tuple(next(it) if entry == ARRAY else slice(*entry) if isinstance(entry, tuple) else entry for entry in spec)
+
+
+def _slice_length(s: slice, n: int | None) -> int | None:
+    if n is None:
+        return None
+    return len(range(*s.indices(n)))
+
+
+def indexed_shape(op: str, x_shape: Shape, spec: tuple, arrays: list[Variable]) -> Shape:
+    """Static shape of x[spec] under NumPy's rules (advanced-index placement included)."""
+    arrays_it = iter(arrays)
+    pieces: list[tuple[str, Shape]] = []  # ("basic", dims) or ("adv", broadcast shape)
+    axis = 0
+    has_array = ARRAY in spec
+    for entry in spec:
+        if entry is None:
+            pieces.append(("basic", (1,)))
+        elif isinstance(entry, tuple):
+            pieces.append(("basic", (_slice_length(slice(*entry), x_shape[axis]),)))
+            axis += 1
+        elif isinstance(entry, int):
+            n = x_shape[axis]
+            if n is not None and not -n <= entry < n:
+                raise ShapeError(f"{op}: index {entry} is out of bounds for axis {axis} with size {n}")
+            pieces.append(("adv", ()) if has_array else ("basic", ()))
+            axis += 1
+        else:
+            arr = next(arrays_it)
+            if arr.dtype == np.bool_:
+                covered = x_shape[axis : axis + arr.ndim]
+                for have, want in zip(arr.type.shape, covered):
+                    if have is not None and want is not None and have != want:
+                        raise ShapeError(
+                            f"{op}: boolean index of shape {arr.type.shape} does not match the indexed "
+                            f"dimensions {covered} of the array"
+                        )
+                pieces.append(("adv", (None,)))
+                axis += arr.ndim
+            else:
+                pieces.append(("adv", arr.type.shape))
+                axis += 1
+    pieces.append(("basic", tuple(x_shape[axis:])))
+    adv_positions = [i for i, (kind, _) in enumerate(pieces) if kind == "adv"]
+    if not adv_positions:
+        return tuple(d for _, dims in pieces for d in dims)
+    adv_shape = broadcast_shapes(*(pieces[i][1] for i in adv_positions), op=op)
+    contiguous = adv_positions == list(range(adv_positions[0], adv_positions[-1] + 1))
+    basic = [(i, dims) for i, (kind, dims) in enumerate(pieces) if kind == "basic"]
+    if contiguous:
+        before = [d for i, dims in basic if i < adv_positions[0] for d in dims]
+        after = [d for i, dims in basic if i > adv_positions[0] for d in dims]
+        return (*before, *adv_shape, *after)
+    return (*adv_shape, *(d for _, dims in basic for d in dims))
+
+
+@final
+@dataclass(frozen=True)
+class Index(Op):
+    """x[spec] with the index arrays as extra operands (NumPy basic + advanced indexing)."""
+
+    spec: tuple = ()
+
+    @property
+    def reads(self) -> Reads:  # type: ignore[override]
+        """The index arrays (never x itself, only its shape)."""
+        return Reads(inputs=tuple(range(1, 1 + self.spec.count(ARRAY))))
+
+    def infer(self, x, *arrays):
+        return [TensorType(x.dtype, indexed_shape("getitem", x.type.shape, self.spec, list(arrays)))]
+
+    def perform(self, x, *arrays):
+        return x[_index_tuple(self.spec, arrays)]
+
+    def pullback(self, inputs, outputs, grads):
+        x, arrays = inputs[0], inputs[1:]
+        from .creation import zeros_like
+
+        scattered = IndexUpdate(self.spec, "add")(zeros_like(x, dtype=grads[0].dtype), grads[0], *arrays)
+        return [scattered] + [zero_grad(a) for a in arrays]
+
+
+@final
+@dataclass(frozen=True)
+class IndexUpdate(Op):
+    """A copy of x with x[spec] set to (mode "set") or incremented by (mode "add") v.
+
+    "add" accumulates repeated indices (`np.add.at`), which is what makes it the
+    exact adjoint of gathering with repeated indices.
+    """
+
+    spec: tuple = ()
+    mode: str = "set"
+
+    @property
+    def reads(self) -> Reads:  # type: ignore[override]
+        """The index arrays only."""
+        return Reads(inputs=tuple(range(2, 2 + self.spec.count(ARRAY))))
+
+    def infer(self, x, v, *arrays):
+        target = indexed_shape(f"at[].{self.mode}", x.type.shape, self.spec, list(arrays))
+        if v.ndim > len(target):
+            raise ShapeError(
+                f"at[].{self.mode}: value of shape {v.type.shape} has more dimensions than x[index], {target}"
+            )
+        broadcast_shapes(target, v.type.shape, op=f"at[].{self.mode}")
+        return [TensorType(x.dtype, x.type.shape)]
+
+    def perform(self, x, v, *arrays):
+        out = np.array(x, copy=True)
+        index = _index_tuple(self.spec, arrays)
+        if self.mode == "set":
+            out[index] = v
+        elif arrays:
+            # np.add.at takes integer arrays only: a mask is its nonzero() positions
+            flat = []
+            for entry in index:
+                flat.extend(np.nonzero(entry) if isinstance(entry, np.ndarray) and entry.dtype == np.bool_ else [entry])
+            np.add.at(out, tuple(flat), v)
+        else:
+            out[index] += v
+        return out
+
+    def pullback(self, inputs, outputs, grads):
+        (_, v, *arrays), (g,) = inputs, grads
+        g_at_index = Index(self.spec)(g, *arrays)
+        if self.mode == "set":
+            gx = IndexUpdate(self.spec, "set")(g, as_tensor(np.zeros((), g.dtype)), *arrays)
+        else:
+            gx = g
+        return [gx, reduce_to(g_at_index, shape_tuple(v))] + [zero_grad(a) for a in arrays]
+
+    @property
+    def name(self) -> str:
+        return f"at_{self.mode}"
+
+
+def _is_mask(entry) -> bool:
+    if isinstance(entry, Variable):
+        return entry.dtype == np.bool_
+    return isinstance(entry, np.ndarray | list) and np.asarray(entry).dtype == np.bool_
+
+
+def _normalize_index(x: Variable, index) -> tuple[tuple, list[Variable]]:
+    if not isinstance(index, tuple):
+        index = (index,)
+    consumed = 0
+    for entry in index:
+        if entry is None or entry is Ellipsis:
+            continue
+        if _is_mask(entry):
+            consumed += entry.ndim if isinstance(entry, Variable) else np.ndim(entry)
+        else:
+            consumed += 1
+    if sum(e is Ellipsis for e in index) > 1:
+        raise ShapeError("getitem: an index can only have a single ellipsis ('...')")
+    if consumed > x.ndim:
+        raise ShapeError(
+            f"getitem: too many indices for array: array is {x.ndim}-dimensional, but {consumed} were indexed"
+        )
+    spec: list = []
+    arrays: list[Variable] = []
+    for entry in index:
+        if entry is Ellipsis:
+            spec.extend([(None, None, None)] * (x.ndim - consumed))
+        elif entry is None or isinstance(entry, slice):
+            if isinstance(entry, slice):
+                for bound in (entry.start, entry.stop, entry.step):
+                    if not (bound is None or isinstance(bound, int | np.integer)):
+                        raise ShapeError(f"getitem: slice bounds must be Python ints or None, got {entry}")
+                if entry.step == 0:
+                    raise ShapeError("getitem: slice step cannot be zero")
+                entry = tuple(None if b is None else int(b) for b in (entry.start, entry.stop, entry.step))
+            spec.append(entry)
+        elif isinstance(entry, int | np.integer) and not isinstance(entry, bool):
+            spec.append(int(entry))
+        else:
+            arr = as_tensor(entry)
+            if arr.dtype.kind not in "iub":
+                raise ShapeError(f"getitem: arrays used as indices must be of integer or boolean type, got {arr.type}")
+            if arr.dtype.kind == "u":
+                arr = arr.astype(np.int64)
+            spec.append(ARRAY)
+            arrays.append(arr)
+    return tuple(spec), arrays
+
+
+def getitem(x, index):
+    """x[index] with NumPy semantics."""
+    (x,) = as_operands(x)
+    spec, arrays = _normalize_index(x, index)
+    if all(e == (None, None, None) for e in spec):
+        return x
+    return Index(spec)(x, *arrays)
+
+
+class AtIndexer:
+    """`x.at[index]`: functional updates `.set(v)` and `.add(v)` (a new tensor; x is unchanged)."""
+
+    def __init__(self, x: Variable):
+        self._x = x
+
+    def __getitem__(self, index) -> _AtUpdate:
+        return _AtUpdate(self._x, index)
+
+
+class _AtUpdate:
+    def __init__(self, x: Variable, index):
+        self._x, self._index = x, index
+
+    def _apply(self, mode: str, value):
+        x, v = as_operands(self._x, value)
+        spec, arrays = _normalize_index(x, self._index)
+        if v.dtype != x.dtype:
+            v = v.astype(x.dtype)
+        return IndexUpdate(spec, mode)(x, v, *arrays)
+
+    def set(self, value):
+        """x with x[index] = value."""
+        return self._apply("set", value)
+
+    def add(self, value):
+        """x with value added at index (repeated indices accumulate)."""
+        return self._apply("add", value)
+
+
+def take_along_axis(arr, indices, axis: int):
+    """Gather entries along `axis` at `indices` (numpy.take_along_axis)."""
+    from .creation import arange
+    from .shape import reshape
+
+    x, idx = as_operands(arr, indices)
+    if idx.ndim != x.ndim:
+        raise ShapeError(
+            f"take_along_axis: indices of shape {idx.type.shape} and array of shape {x.type.shape} "
+            "must have the same number of dimensions"
+        )
+    if idx.dtype.kind not in "iu":
+        raise ShapeError(f"take_along_axis: indices must be integers, got {idx.type}")
+    from ..graph.types import normalize_axis
+
+    axis = normalize_axis(axis, x.ndim, "take_along_axis")[0]
+    index = []
+    for d, n in enumerate(shape_tuple(x)):
+        if d == axis:
+            index.append(idx)
+        else:
+            shape = [1] * x.ndim
+            shape[d] = -1
+            index.append(reshape(arange(n), shape))
+    return getitem(x, tuple(index))

@@ -1,0 +1,291 @@
+"""Exponentials, logarithms, trigonometric and special functions.
+
+Where a derivative is cheaper from the output than from the operand (exp, tanh,
+sqrt) the op reads its output, so the executor can free the operand early.
+"""
+
+from __future__ import annotations
+
+import math as _pymath
+from dataclasses import dataclass
+from typing import final
+
+import numpy as np
+import scipy.special as sps
+
+from ..graph.basic import READS_OUTPUTS, Reads
+from .base import Elementwise, as_operands
+from .elementwise import square
+
+_LN2 = _pymath.log(2.0)
+_LN10 = _pymath.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / _pymath.sqrt(_pymath.pi)
+
+
+@final
+@dataclass(frozen=True)
+class Exp(Elementwise):
+    """e**x; reads its output: d e**x = e**x."""
+
+    reads = READS_OUTPUTS
+
+    def perform(self, x):
+        return np.exp(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * outputs[0]]
+
+
+@final
+@dataclass(frozen=True)
+class Exp2(Elementwise):
+    """2**x."""
+
+    reads = READS_OUTPUTS
+
+    def perform(self, x):
+        return np.exp2(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * outputs[0] * _LN2]
+
+
+@final
+@dataclass(frozen=True)
+class Expm1(Elementwise):
+    """e**x - 1, accurate near 0; reads its output: d = out + 1."""
+
+    reads = READS_OUTPUTS
+
+    def perform(self, x):
+        return np.expm1(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * (outputs[0] + 1)]
+
+
+@final
+@dataclass(frozen=True)
+class Log(Elementwise):
+    """Natural logarithm."""
+
+    def perform(self, x):
+        return np.log(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] / inputs[0]]
+
+
+@final
+@dataclass(frozen=True)
+class Log2(Elementwise):
+    """Base-2 logarithm."""
+
+    def perform(self, x):
+        return np.log2(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] / (inputs[0] * _LN2)]
+
+
+@final
+@dataclass(frozen=True)
+class Log10(Elementwise):
+    """Base-10 logarithm."""
+
+    def perform(self, x):
+        return np.log10(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] / (inputs[0] * _LN10)]
+
+
+@final
+@dataclass(frozen=True)
+class Log1p(Elementwise):
+    """log(1 + x), accurate near 0."""
+
+    def perform(self, x):
+        return np.log1p(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] / (1 + inputs[0])]
+
+
+@final
+@dataclass(frozen=True)
+class Sin(Elementwise):
+    """Sine."""
+
+    def perform(self, x):
+        return np.sin(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * cos(inputs[0])]
+
+
+@final
+@dataclass(frozen=True)
+class Cos(Elementwise):
+    """Cosine."""
+
+    def perform(self, x):
+        return np.cos(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [-grads[0] * sin(inputs[0])]
+
+
+@final
+@dataclass(frozen=True)
+class Tan(Elementwise):
+    """Tangent; reads its output: d tan = 1 + tan²."""
+
+    reads = READS_OUTPUTS
+
+    def perform(self, x):
+        return np.tan(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * (1 + square(outputs[0]))]
+
+
+@final
+@dataclass(frozen=True)
+class Tanh(Elementwise):
+    """Hyperbolic tangent; reads its output: d tanh = 1 - tanh²."""
+
+    reads = READS_OUTPUTS
+
+    def perform(self, x):
+        return np.tanh(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * (1 - square(outputs[0]))]
+
+
+@final
+@dataclass(frozen=True)
+class Sinh(Elementwise):
+    """Hyperbolic sine."""
+
+    def perform(self, x):
+        return np.sinh(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * cosh(inputs[0])]
+
+
+@final
+@dataclass(frozen=True)
+class Cosh(Elementwise):
+    """Hyperbolic cosine."""
+
+    def perform(self, x):
+        return np.cosh(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * sinh(inputs[0])]
+
+
+@final
+@dataclass(frozen=True)
+class Arctan(Elementwise):
+    """Inverse tangent."""
+
+    def perform(self, x):
+        return np.arctan(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] / (1 + square(inputs[0]))]
+
+
+# -- special functions (SciPy) -------------------------------------------------------------------
+@final
+@dataclass(frozen=True)
+class Erf(Elementwise):
+    """Error function."""
+
+    def perform(self, x):
+        return sps.erf(x)
+
+    def pullback(self, inputs, outputs, grads):
+        x = inputs[0]
+        return [grads[0] * (_TWO_OVER_SQRT_PI * exp(-square(x)))]
+
+
+@final
+@dataclass(frozen=True)
+class Erfc(Elementwise):
+    """Complementary error function 1 - erf(x), accurate where erf(x) is near 1."""
+
+    def perform(self, x):
+        return sps.erfc(x)
+
+    def pullback(self, inputs, outputs, grads):
+        x = inputs[0]
+        return [grads[0] * (-_TWO_OVER_SQRT_PI * exp(-square(x)))]
+
+
+@final
+@dataclass(frozen=True)
+class Gammaln(Elementwise):
+    """log|Γ(x)|."""
+
+    def perform(self, x):
+        return sps.gammaln(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * digamma(inputs[0])]
+
+
+@final
+@dataclass(frozen=True)
+class Polygamma(Elementwise):
+    """The n-th derivative of digamma (n = 0 is digamma itself)."""
+
+    n: int = 0
+    reads = Reads(inputs=(0,))
+
+    def perform(self, x):
+        return sps.polygamma(self.n, x) if self.n else sps.digamma(x)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * Polygamma(self.n + 1)(inputs[0])]
+
+    @property
+    def name(self) -> str:
+        return "digamma" if self.n == 0 else f"polygamma[{self.n}]"
+
+
+def _unary(op, doc: str):
+    def apply(x):
+        return op(*as_operands(x))
+
+    apply.__doc__ = doc
+    return apply
+
+
+exp = _unary(Exp(), "e**x, elementwise.")
+exp2 = _unary(Exp2(), "2**x, elementwise.")
+expm1 = _unary(Expm1(), "e**x - 1, accurate for small x.")
+log = _unary(Log(), "Natural logarithm, elementwise.")
+log2 = _unary(Log2(), "Base-2 logarithm.")
+log10 = _unary(Log10(), "Base-10 logarithm.")
+log1p = _unary(Log1p(), "log(1 + x), accurate for small x.")
+sin = _unary(Sin(), "Sine.")
+cos = _unary(Cos(), "Cosine.")
+tan = _unary(Tan(), "Tangent.")
+tanh = _unary(Tanh(), "Hyperbolic tangent.")
+sinh = _unary(Sinh(), "Hyperbolic sine.")
+cosh = _unary(Cosh(), "Hyperbolic cosine.")
+arctan = _unary(Arctan(), "Inverse tangent.")
+erf = _unary(Erf(), "Error function (scipy.special.erf).")
+erfc = _unary(Erfc(), "Complementary error function (scipy.special.erfc).")
+gammaln = _unary(Gammaln(), "log|Γ(x)| (scipy.special.gammaln).")
+digamma = _unary(Polygamma(0), "ψ(x) = d/dx log Γ(x) (scipy.special.digamma).")
+
+
+def polygamma(n: int, x):
+    """ψ⁽ⁿ⁾(x) (scipy.special.polygamma), n a non-negative Python int."""
+    return Polygamma(int(n))(*as_operands(x))

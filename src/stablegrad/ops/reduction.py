@@ -1,0 +1,259 @@
+"""Reductions over axes: sum, prod, max, min, arg-reductions, any/all, and mean/var/std on top.
+
+`axis` is an int, a tuple or None (all axes), `keepdims` as in NumPy.  A pullback
+re-inserts the reduced axes and broadcasts back to the operand's shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any as _Any
+from typing import final
+
+import numpy as np
+
+from ..graph.basic import READS_NOTHING, Op, Reads, Variable
+from ..graph.types import TensorType, normalize_axis
+from .base import as_operands, zero_grad
+from .elementwise import astype, equal, logical_and, logical_not, sqrt, square, where
+from .shape import ExpandDims, broadcast_to, shape_tuple
+
+
+@dataclass(frozen=True)
+class Reduction(Op):
+    """Abstract: reduces `axes` (sorted, non-negative) of its operand."""
+
+    axes: tuple[int, ...] = ()
+    keepdims: bool = False
+
+    def infer(self, x):
+        shape = tuple((1 if self.keepdims else -1) if i in self.axes else n for i, n in enumerate(x.type.shape))
+        dtype = np.asarray(self.perform(np.ones((1,) * x.ndim, x.dtype))).dtype
+        return [TensorType(dtype, tuple(n for n in shape if n != -1))]
+
+    def _restore(self, g: Variable, x: Variable) -> Variable:
+        """An output-shaped g broadcast back to x's shape."""
+        if not self.keepdims and self.axes:
+            g = ExpandDims(self.axes)(g)
+        return broadcast_to(g, shape_tuple(x))
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__.lower()
+
+
+@final
+@dataclass(frozen=True)
+class Sum(Reduction):
+    """Sum over axes."""
+
+    reads = READS_NOTHING
+
+    def perform(self, x):
+        return np.sum(x, axis=self.axes, keepdims=self.keepdims)
+
+    def pullback(self, inputs, outputs, grads):
+        return [self._restore(grads[0], inputs[0])]
+
+
+@final
+@dataclass(frozen=True)
+class Prod(Reduction):
+    """Product over axes.
+
+    The gradient of entry i is the product of the *other* entries; dividing the
+    total by x_i would give 0/0 at zeros, so zeros are counted and handled apart.
+    """
+
+    reads = Reads(inputs=(0,), outputs=(0,))
+
+    def perform(self, x):
+        return np.prod(x, axis=self.axes, keepdims=self.keepdims)
+
+    def pullback(self, inputs, outputs, grads):
+        (x,), (out,), (g,) = inputs, outputs, grads
+        is_zero = equal(x, 0)
+        zeros = Sum(self.axes, keepdims=True)(astype(is_zero, np.int64))
+        prod_nonzero = Prod(self.axes, keepdims=True)(where(is_zero, 1, x))
+        full = out if self.keepdims else ExpandDims(self.axes)(out) if self.axes else out
+        others = where(
+            equal(zeros, 0),
+            full / where(is_zero, 1, x),
+            where(logical_and(is_zero, equal(zeros, 1)), prod_nonzero, 0),
+        )
+        return [self._restore(g, x) * others]
+
+
+@dataclass(frozen=True)
+class _Extremum(Reduction):
+    """Abstract max/min: the gradient is shared equally among the entries that attain it."""
+
+    reads = Reads(inputs=(0,), outputs=(0,))
+
+    def pullback(self, inputs, outputs, grads):
+        (x,), (out,), (g,) = inputs, outputs, grads
+        hit = equal(x, self._restore(out, x))
+        count = Sum(self.axes, keepdims=True)(astype(hit, x.dtype))
+        return [where(hit, self._restore(g, x), 0) / broadcast_to(count, shape_tuple(x))]
+
+
+@final
+@dataclass(frozen=True)
+class Max(_Extremum):
+    """Maximum over axes."""
+
+    def perform(self, x):
+        return np.max(x, axis=self.axes, keepdims=self.keepdims)
+
+
+@final
+@dataclass(frozen=True)
+class Min(_Extremum):
+    """Minimum over axes."""
+
+    def perform(self, x):
+        return np.min(x, axis=self.axes, keepdims=self.keepdims)
+
+
+@dataclass(frozen=True)
+class _NoGradReduction(Reduction):
+    reads = READS_NOTHING
+
+    def pullback(self, inputs, outputs, grads):
+        return [zero_grad(inputs[0])]
+
+
+@final
+@dataclass(frozen=True)
+class Any(_NoGradReduction):
+    """Whether any entry is true."""
+
+    def perform(self, x):
+        return np.any(x, axis=self.axes, keepdims=self.keepdims)
+
+
+@final
+@dataclass(frozen=True)
+class All(_NoGradReduction):
+    """Whether every entry is true."""
+
+    def perform(self, x):
+        return np.all(x, axis=self.axes, keepdims=self.keepdims)
+
+
+@final
+@dataclass(frozen=True)
+class ArgExtremum(_NoGradReduction):
+    """Index of the first max (or min) along one axis, or of the flattened array."""
+
+    kind: str = "argmax"
+
+    def perform(self, x):
+        axis = self.axes[0] if len(self.axes) == 1 and np.ndim(x) > 0 else None
+        fn = np.argmax if self.kind == "argmax" else np.argmin
+        if axis is None:
+            out = fn(x)
+            return np.reshape(out, (1,) * np.ndim(x)) if self.keepdims else out
+        return fn(x, axis=axis, keepdims=self.keepdims)
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+
+# -- user-facing -------------------------------------------------------------------------------
+def _reduce(cls, x, axis, keepdims, op: str):
+    (x,) = as_operands(x)
+    axes = normalize_axis(axis, x.ndim, op)
+    return cls(axes, bool(keepdims))(x)
+
+
+def sum(x, axis=None, keepdims=False):
+    """Sum of entries over `axis` (int, tuple or None for all)."""
+    return _reduce(Sum, x, axis, keepdims, "sum")
+
+
+def prod(x, axis=None, keepdims=False):
+    """Product of entries over `axis`."""
+    return _reduce(Prod, x, axis, keepdims, "prod")
+
+
+def max(x, axis=None, keepdims=False):
+    """Maximum over `axis`; errors at run time on an empty axis, as NumPy."""
+    return _reduce(Max, x, axis, keepdims, "max")
+
+
+def min(x, axis=None, keepdims=False):
+    """Minimum over `axis`."""
+    return _reduce(Min, x, axis, keepdims, "min")
+
+
+amax, amin = max, min
+
+
+def any(x, axis=None, keepdims=False):
+    """Whether any entry over `axis` is true."""
+    return _reduce(Any, x, axis, keepdims, "any")
+
+
+def all(x, axis=None, keepdims=False):
+    """Whether every entry over `axis` is true."""
+    return _reduce(All, x, axis, keepdims, "all")
+
+
+def _arg(kind, x, axis, keepdims):
+    (x,) = as_operands(x)
+    if axis is not None and not isinstance(axis, int | np.integer):
+        from ..errors import ShapeError
+
+        raise ShapeError(f"{kind}: axis must be an int or None, got {axis!r}")
+    axes = normalize_axis(axis, x.ndim, kind)
+    return ArgExtremum(axes, bool(keepdims), kind)(x)
+
+
+def argmax(x, axis=None, keepdims=False):
+    """Index of the first maximum along `axis` (of the flattened array when None)."""
+    return _arg("argmax", x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    """Index of the first minimum along `axis`."""
+    return _arg("argmin", x, axis, keepdims)
+
+
+def count(x: Variable, axes: tuple[int, ...], dtype) -> _Any:
+    """Number of entries in the reduced axes: a Python int when known, else a 0-d tensor."""
+    n: _Any = 1
+    for a in axes:
+        n = n * shape_tuple(x)[a]
+    return n if isinstance(n, int) else astype(n, dtype)
+
+
+def mean(x, axis=None, keepdims=False):
+    """Arithmetic mean over `axis` (integers give float64, as NumPy)."""
+    (x,) = as_operands(x)
+    axes = normalize_axis(axis, x.ndim, "mean")
+    total = Sum(axes, bool(keepdims))(x if x.type.is_float() else astype(x, np.float64))
+    return total / count(x, axes, total.dtype)
+
+
+def var(x, axis=None, ddof: int = 0, keepdims=False):
+    """Variance over `axis` with `ddof` delta degrees of freedom."""
+    (x,) = as_operands(x)
+    axes = normalize_axis(axis, x.ndim, "var")
+    if not x.type.is_float():
+        x = astype(x, np.float64)
+    centred = x - mean(x, axes, keepdims=True)
+    n = count(x, axes, x.dtype)
+    return Sum(axes, bool(keepdims))(square(centred)) / (n - ddof)
+
+
+def std(x, axis=None, ddof: int = 0, keepdims=False):
+    """Standard deviation over `axis`."""
+    return sqrt(var(x, axis=axis, ddof=ddof, keepdims=keepdims))
+
+
+def count_nonzero(x, axis=None):
+    """Number of non-zero entries over `axis`."""
+    (x,) = as_operands(x)
+    return sum(astype(logical_not(equal(x, 0)), np.int64), axis=axis)
