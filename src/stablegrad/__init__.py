@@ -11,6 +11,7 @@ Build a graph with NumPy-named functions on symbolic inputs, differentiate it wi
 [4.0, [2.0, 2.0]]
 """
 
+from . import testing
 from .autodiff import grad, hessian_vector_product, jacobian
 from .compile.function import Function, function
 from .errors import (
@@ -24,6 +25,7 @@ from .errors import (
 from .graph.basic import Apply, Constant, Op, Variable, constant
 from .graph.inputs import matrix, scalar, tensor, vector
 from .graph.types import TensorType
+from .ops.composite import OpFromGraph, SymbolicOp
 from .ops.creation import arange, eye, full, full_like, identity, ones, ones_like, zeros, zeros_like
 from .ops.elementwise import (
     abs,

@@ -44,7 +44,7 @@ def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = T
     _check_grad_args(cost, targets, disconnected)
     if recognition:
         cost = _recognise(cost, targets)
-    grads = _backpropagate(cost, targets)
+    grads = _backpropagate([(cost, ones_like(cost))], targets)
     reachable = {v.id for v in ancestors([cost])}
     result = []
     for i, w in enumerate(targets):
@@ -84,9 +84,19 @@ def _check_grad_args(cost, targets, disconnected) -> None:
             raise GradientError(f"grad: wrt[{i}] {_describe(w)} has dtype {w.dtype.name}; only floats have gradients")
 
 
-def _backpropagate(cost: Variable, targets: Sequence[Variable]) -> dict[int, Variable]:
-    """Cotangent of every variable between `targets` and `cost` (keyed by variable id)."""
-    nodes = toposort([cost], stop=targets)
+def vjp(outputs: Sequence[Variable], cotangents: Sequence[Variable], wrt: Sequence[Variable]) -> list:
+    """Vector-Jacobian product: sum_k cotangents[k] · d outputs[k] / d wrt, per wrt.
+
+    An entry is a `Zero` where no output depends on that wrt.  This is how a
+    composite's pullback is derived from its body.
+    """
+    grads = _backpropagate(list(zip(outputs, cotangents)), wrt)
+    return [grads.get(w.id, Zero(w.type)) for w in wrt]
+
+
+def _backpropagate(seeds: Sequence[tuple[Variable, Variable]], targets: Sequence[Variable]) -> dict[int, Variable]:
+    """Cotangent of every variable between `targets` and the seeded outputs (keyed by variable id)."""
+    nodes = toposort([out for out, _ in seeds], stop=targets)
     depends = {w.id for w in targets}
     on_path = []
     for node in nodes:
@@ -94,9 +104,10 @@ def _backpropagate(cost: Variable, targets: Sequence[Variable]) -> dict[int, Var
             depends.update(o.id for o in node.outputs)
             on_path.append(node)
     grads: dict[int, Variable] = {}
-    if cost.id not in depends:
-        return grads
-    grads[cost.id] = ones_like(cost)
+    for out, cotangent in seeds:
+        if out.id in depends and not isinstance(cotangent, Zero):
+            previous = grads.get(out.id)
+            grads[out.id] = cotangent if previous is None else previous + cotangent
     for node in reversed(on_path):
         found = [grads.get(o.id) for o in node.outputs]
         if all(g is None for g in found):

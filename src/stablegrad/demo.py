@@ -19,7 +19,9 @@ def run_demo() -> int:
     gx, gw = sg.grad(cost, wrt=[x, w])
     f = sg.function([x, w], [cost, gx, gw])
     elapsed = time.perf_counter() - start
-    print(f"  cost = mean((sum(exp(x) * w, axis=1) / 5) ** 2): grad + compile in {elapsed * 1e3:.1f} ms, {len(f.nodes)} nodes")
+    print(
+        f"  cost = mean((sum(exp(x) * w, axis=1) / 5) ** 2): grad + compile in {elapsed * 1e3:.1f} ms, {len(f.nodes)} nodes"
+    )
     rng = np.random.default_rng(0)
     cost_v, gx_v, gw_v = f(rng.random((3, 5)), np.ones(5))
     print(f"  cost = {float(cost_v):.6f}")

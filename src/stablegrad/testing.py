@@ -19,7 +19,9 @@ from .graph.inputs import tensor
 from .ops.reduction import sum as sum_
 
 
-def _directional_fd(f: Callable[[list[np.ndarray]], float], args: list[np.ndarray], direction: list[np.ndarray], h: float):
+def _directional_fd(
+    f: Callable[[list[np.ndarray]], float], args: list[np.ndarray], direction: list[np.ndarray], h: float
+):
     def at(t: float) -> float:
         return f([a + t * d for a, d in zip(args, direction)])
 
