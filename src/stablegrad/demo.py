@@ -23,7 +23,7 @@ def run_demo() -> int:
         f"  cost = mean((sum(exp(x) * w, axis=1) / 5) ** 2): grad + compile in {elapsed * 1e3:.1f} ms, {len(f.nodes)} nodes"
     )
     rng = np.random.default_rng(0)
-    cost_v, gx_v, gw_v = f(rng.random((3, 5)), np.ones(5))
+    cost_v, _, gw_v = f(rng.random((3, 5)), np.ones(5))
     print(f"  cost = {float(cost_v):.6f}")
     print(f"  d cost / d w = {np.array2string(gw_v, precision=4)}")
     return 0
