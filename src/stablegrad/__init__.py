@@ -13,7 +13,7 @@ Build a graph with NumPy-named functions on symbolic inputs, differentiate it wi
 
 from . import testing
 from .autodiff import grad, hessian_vector_product, jacobian
-from .compile.function import Function, function
+from .compile.function import Function, explain, function
 from .errors import (
     DTypeError,
     ExecutionError,
@@ -24,6 +24,7 @@ from .errors import (
 )
 from .graph.basic import Apply, Constant, Op, Variable, constant
 from .graph.inputs import matrix, scalar, tensor, vector
+from .graph.printing import dprint
 from .graph.types import TensorType
 from .ops.composite import OpFromGraph, SymbolicOp
 from .ops.creation import arange, eye, full, full_like, identity, ones, ones_like, zeros, zeros_like
@@ -104,6 +105,7 @@ from .ops.reduction import (
     sum,
     var,
 )
+from .ops.scan import scan
 from .ops.shape import (
     atleast_1d,
     broadcast_arrays,

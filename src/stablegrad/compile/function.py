@@ -8,7 +8,9 @@ import numpy as np
 
 from ..errors import InputError, StableGradError, format_location
 from ..graph.basic import Constant, Variable, graph_inputs
-from .prepare import prepare
+from ..graph.fgraph import FunctionGraph
+from ..rewrite.engine import ChangeLog
+from ..rewrite.pipeline import optimize
 
 
 class Function:
@@ -27,13 +29,21 @@ class Function:
         _check_signature(self.inputs, self.outputs)
         self.recognition = recognition
         self.backend = backend
-        self.graph_outputs = prepare(self.inputs, self.outputs)
+        self.changes = ChangeLog()
+        self.graph = FunctionGraph(self.inputs, optimize(self.outputs, self.inputs, recognition, self.changes))
         if backend == "numpy":
             from ..backends.numpy_backend import Program
 
-            self._program = Program(self.inputs, self.graph_outputs)
+            self._program = Program(self.inputs, self.graph.outputs)
         else:
             raise StableGradError(f"function: unknown backend {backend!r} (available: 'numpy')")
+
+    def explain(self, file=None) -> str:
+        """Which rewrites fired, each with the user's source line, e.g.
+
+        `model.py:12  log(sum(exp(x), axis=1))  →  logsumexp(x, axis=1)   [logsumexp_from_naive]`
+        """
+        return _explain_text(self.changes, file)
 
     @property
     def nodes(self):
@@ -62,6 +72,31 @@ def function(inputs: Sequence[Variable], outputs, backend: str = "numpy", recogn
     return Function(inputs, outputs, backend=backend, recognition=recognition)
 
 
+def explain(outputs, file=None) -> str:
+    """What the rewrite pipeline does to `outputs` (one variable or a list), one line per rewrite.
+
+    >>> import stablegrad as sg
+    >>> x = sg.vector("x")
+    >>> print(sg.explain(sg.log(sg.exp(x))), end="")  # doctest: +ELLIPSIS
+    ...log(exp(x))  →  x   [log_of_exp]
+    """
+    outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+    log = ChangeLog()
+    optimize(outs, graph_inputs(outs), True, log)
+    return _explain_text(log, file)
+
+
+def _explain_text(log: ChangeLog, file) -> str:
+    from ..rewrite.engine import Kind
+
+    shown = [c for c in log.changes if c.kind is not Kind.INLINING]
+    lines = [str(c) for c in shown] or ["no rewrites changed the formulas as written"]
+    text = "\n".join(lines) + "\n"
+    if file is not None:
+        file.write(text)
+    return text
+
+
 def _name(v: Variable, i: int) -> str:
     return repr(v.name) if v.name else f"#{i}"
 
@@ -78,9 +113,9 @@ def _check_signature(inputs: list[Variable], outputs: list[Variable]) -> None:
     given = {v.id for v in inputs}
     for v in graph_inputs(outputs):
         if v.id not in given:
+            created = f" (created at {format_location(v.location)})" if v.location is not None else ""
             raise InputError(
-                f"function: the outputs depend on input {v.name or repr(v)}, which is not among the inputs "
-                f"(created at {format_location(v.location)})"
+                f"function: the outputs depend on input {v.name or repr(v)}, which is not among the inputs{created}"
             )
 
 

@@ -432,6 +432,24 @@ def ancestors(outputs: Iterable[Variable], stop: Iterable[Variable] = ()) -> lis
     return list(result.values())
 
 
+def substitute(outputs: Sequence[Variable], replacements: dict[int, Variable]) -> list[Variable]:
+    """A copy of the graph of `outputs` with variables replaced (keyed by the old variable's id).
+
+    Only nodes downstream of a replaced variable are copied; their types are
+    inferred afresh, so a body written for unknown shapes gets the actual ones.
+    """
+    mapping = dict(replacements)
+    stop = [v for v in ancestors(outputs) if v.id in mapping]
+    for node in toposort(outputs, stop=stop):
+        new_inputs = [mapping.get(v.id, v) for v in node.inputs]
+        if all(a is b for a, b in zip(new_inputs, node.inputs)):
+            continue
+        clone = Apply(node.op, new_inputs, node.op.infer(*new_inputs), node.location)
+        for old, new in zip(node.outputs, clone.outputs):
+            mapping[old.id] = new
+    return [mapping.get(o.id, o) for o in outputs]
+
+
 def graph_inputs(outputs: Iterable[Variable]) -> list[Variable]:
     """The non-constant leaves of the graph of `outputs`."""
     return [v for v in ancestors(outputs) if v.owner is None and not isinstance(v, Constant)]

@@ -18,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ShapeError, StableGradError
-from ..graph.basic import Apply, Op, Variable, toposort
+from ..graph.basic import Apply, Op, Variable, substitute
 from ..graph.types import TensorType
 from .base import as_operands
 
@@ -157,13 +157,7 @@ def body_pullback(op: Op, inputs: Sequence[Variable], grads: Sequence[Variable])
 def inline(op: Op, inputs: Sequence[Variable]) -> list[Variable]:
     """The composite's body rebuilt on `inputs` (a copy; the body itself is untouched)."""
     placeholders, outputs = body_of(op, tuple(v.type for v in inputs))
-    mapping = {p.id: x for p, x in zip(placeholders, inputs)}
-    for node in toposort(outputs, stop=placeholders):
-        new_inputs = [mapping.get(v.id, v) for v in node.inputs]
-        clone = Apply(node.op, new_inputs, node.op.infer(*new_inputs), node.location)
-        for old, new in zip(node.outputs, clone.outputs):
-            mapping[old.id] = new
-    return [mapping.get(o.id, o) for o in outputs]
+    return substitute(outputs, {p.id: x for p, x in zip(placeholders, inputs)})
 
 
 def is_composite(op: Op) -> bool:

@@ -229,6 +229,21 @@ class Erfc(Elementwise):
 
 @final
 @dataclass(frozen=True)
+class Erfcx(Elementwise):
+    """Scaled complementary error function exp(x²)·erfc(x): finite where erfc underflows."""
+
+    reads = Reads(inputs=(0,), outputs=(0,))
+
+    def perform(self, x):
+        return sps.erfcx(x)
+
+    def pullback(self, inputs, outputs, grads):
+        x, out = inputs[0], outputs[0]
+        return [grads[0] * (2 * x * out - _TWO_OVER_SQRT_PI)]
+
+
+@final
+@dataclass(frozen=True)
 class Gammaln(Elementwise):
     """log|Γ(x)|."""
 
@@ -282,6 +297,7 @@ cosh = _unary(Cosh(), "Hyperbolic cosine.")
 arctan = _unary(Arctan(), "Inverse tangent.")
 erf = _unary(Erf(), "Error function (scipy.special.erf).")
 erfc = _unary(Erfc(), "Complementary error function (scipy.special.erfc).")
+erfcx = _unary(Erfcx(), "Scaled complementary error function exp(x**2) * erfc(x) (scipy.special.erfcx).")
 gammaln = _unary(Gammaln(), "log|Γ(x)| (scipy.special.gammaln).")
 digamma = _unary(Polygamma(0), "ψ(x) = d/dx log Γ(x) (scipy.special.digamma).")
 

@@ -1,0 +1,73 @@
+"""Readable text for graphs: one-line expressions (for `explain`) and `dprint` listings."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from .basic import Constant, Variable, toposort
+
+_INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "power": "**"}
+
+
+def _op_label(op) -> tuple[str, list[str]]:
+    params = []
+    for name in (f.name for f in dataclasses.fields(op)) if dataclasses.is_dataclass(op) else ():
+        value = getattr(op, name)
+        if name in ("axes", "axis") and isinstance(value, tuple) and len(value) == 1:
+            value = value[0]
+        if name == "keepdims" and not value:
+            continue
+        params.append(f"{'axis' if name == 'axes' else name}={value!r}")
+    return op.name, params
+
+
+def expression(v: Variable, depth: int = 4) -> str:
+    """v as a nested expression, e.g. `log(sum(exp(x), axis=1))`, cut off below `depth`."""
+    if isinstance(v, Constant):
+        return repr(v.data.item()) if v.data.size == 1 else f"const{tuple(v.data.shape)}"
+    if v.owner is None:
+        return v.name or "?"
+    if depth == 0:
+        return "…"
+    node = v.owner
+    name, params = _op_label(node.op)
+    args = [expression(x, depth - 1) for x in node.inputs]
+    if name in _INFIX and len(args) == 2:
+        text = f"{args[0]} {_INFIX[name]} {args[1]}"
+        return text if depth >= 4 else f"({text})"
+    if name == "negative":
+        return f"-{args[0]}"
+    suffix = f"[{v.index}]" if len(node.outputs) > 1 else ""
+    return f"{name}({', '.join(args + params)}){suffix}"
+
+
+def dprint(outputs: Variable | Iterable[Variable], file=None) -> str:
+    """A listing of the graph of `outputs`, one node a line, in execution order.
+
+    >>> import stablegrad as sg
+    >>> x = sg.vector("x")
+    >>> print(sg.dprint(sg.exp(x) + 1), end="")
+    %0 = exp(x)  : float64[?]
+    %1 = add(%0, 1.0)  : float64[?]
+    """
+    outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+    names: dict[int, str] = {}
+
+    def ref(v: Variable) -> str:
+        if v.id in names:
+            return names[v.id]
+        return expression(v, 0) if v.owner is None or isinstance(v, Constant) else "?"
+
+    lines = []
+    for node in toposort(outs):
+        for o in node.outputs:
+            names[o.id] = f"%{len(names)}"
+        name, params = _op_label(node.op)
+        targets = ", ".join(names[o.id] for o in node.outputs)
+        types = ", ".join(str(o.type) for o in node.outputs)
+        lines.append(f"{targets} = {name}({', '.join([ref(x) for x in node.inputs] + params)})  : {types}")
+    text = "\n".join(lines) + "\n"
+    if file is not None:
+        file.write(text)
+    return text

@@ -1,0 +1,324 @@
+"""`scan`: a loop as one op with an inner graph, and its reverse-mode rule, a reverse scan.
+
+    final_carry, ys = sg.scan(step, init, xs)      # step(carry, x) -> (carry, y)
+
+The inner graph is built once by calling `step` on placeholders.  Variables from
+outside that `step` uses (a transition matrix, say) become implicit inputs of the
+loop and receive gradients.  The op's outputs are the final carry, the stacked
+per-step outputs, and — hidden from the user — the carry entering every step,
+which is what the pullback reads: the gradient is another `scan`, run backwards
+over those stored carries, so gradients of gradients need nothing extra.
+
+The inner graph goes through the rewrite pipeline like any graph: recognition
+repairs a naive `log(sum(exp(...)))` written inside `step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..errors import StableGradError
+from ..graph.basic import Apply, Constant, Op, Variable, Zero, substitute, toposort
+from ..graph.types import TensorType
+from .base import as_operands
+
+
+class ScanError(StableGradError, ValueError):
+    """A step function or its arguments do not make a consistent loop."""
+
+
+class InnerGraph:
+    """The body of a loop: placeholders for (carry, x slices, implicit inputs) and its outputs."""
+
+    def __init__(
+        self, carries: list[Variable], slices: list[Variable], consts: list[Variable], outputs: list[Variable]
+    ):
+        self.carries, self.slices, self.consts, self.outputs = carries, slices, consts, outputs
+        self._program = None
+
+    @property
+    def inputs(self) -> list[Variable]:
+        return self.carries + self.slices + self.consts
+
+    def program(self):
+        """The body compiled once (full pipeline, recognition included)."""
+        if self._program is None:
+            from ..backends.numpy_backend import Program
+            from ..rewrite.pipeline import optimize
+
+            self._program = Program(self.inputs, optimize(self.outputs, self.inputs))
+        return self._program
+
+
+class Scan(Op):
+    """A loop over the leading axis of `xs` carrying state (see the module docstring).
+
+    Inputs: initial carries, sequences, implicit inputs.  Outputs: final carries,
+    stacked per-step outputs, stacked carries entering each step (for the pullback).
+    Two Scan ops are equal only if they are the same object (their body is a graph).
+    """
+
+    def __init__(self, inner: InnerGraph, length: int | None, reverse: bool, location):
+        self.inner = inner
+        self.length = length
+        self.reverse = reverse
+        self.location = location
+        self.n_carry, self.n_xs, self.n_consts = len(inner.carries), len(inner.slices), len(inner.consts)
+        self.n_ys = len(inner.outputs) - self.n_carry
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def with_body(self, outputs: list[Variable]) -> Scan:
+        """The same loop with a (rewritten) step graph on the same placeholders."""
+        inner = self.inner
+        return Scan(
+            InnerGraph(inner.carries, inner.slices, inner.consts, outputs), self.length, self.reverse, self.location
+        )
+
+    @property
+    def name(self) -> str:
+        return "scan"
+
+    @property
+    def nout(self) -> int:  # type: ignore[override]
+        return 2 * self.n_carry + self.n_ys
+
+    def infer(self, *inputs):
+        init = inputs[: self.n_carry]
+        xs = inputs[self.n_carry : self.n_carry + self.n_xs]
+        steps = self.length
+        for x in xs:
+            steps = steps if x.type.shape[0] is None else x.type.shape[0]
+        carries = [v.type for v in init]
+        ys = [TensorType(o.dtype, (steps, *o.type.shape)) for o in self.inner.outputs[self.n_carry :]]
+        history = [TensorType(t.dtype, (steps, *t.shape)) for t in carries]
+        return carries + ys + history
+
+    def perform(self, *arrays):
+        n_carry, n_xs = self.n_carry, self.n_xs
+        carry = list(arrays[:n_carry])
+        xs = arrays[n_carry : n_carry + n_xs]
+        consts = list(arrays[n_carry + n_xs :])
+        steps = _run_length(self, xs)
+        program = self.inner.program()
+        ys: list[list] = [[] for _ in range(self.n_ys)]
+        history: list[list] = [[] for _ in range(n_carry)]
+        order = range(steps - 1, -1, -1) if self.reverse else range(steps)
+        for t in order:
+            for h, c in zip(history, carry):
+                h.append(c)
+            outs = program.run(carry + [x[t] for x in xs] + consts)
+            for i, c in enumerate(outs[:n_carry]):
+                if np.shape(c) != np.shape(carry[i]):
+                    raise ScanError(
+                        f"scan: the step function changed the shape of carry {i} from {np.shape(carry[i])} "
+                        f"to {np.shape(c)} at step {t}",
+                        self.location,
+                    )
+            carry = list(outs[:n_carry])
+            for y, o in zip(ys, outs[n_carry:]):
+                y.append(o)
+        if self.reverse:
+            ys = [y[::-1] for y in ys]
+            history = [h[::-1] for h in history]
+        stacked_ys = [_stack(y, o.type, steps) for y, o in zip(ys, self.inner.outputs[n_carry:])]
+        stacked_history = [_stack(h, c.type, steps) for h, c in zip(history, self.inner.carries)]
+        return tuple(np.asarray(c) for c in carry) + tuple(stacked_ys) + tuple(stacked_history)
+
+    def pullback(self, inputs, outputs, grads):
+        return _scan_pullback(self, inputs, outputs, grads)
+
+
+def _run_length(op: Scan, xs) -> int:
+    lengths = {np.shape(x)[0] for x in xs}
+    if len(lengths) > 1:
+        raise ScanError(f"scan: the sequences have different lengths {sorted(lengths)}", op.location)
+    if op.length is not None:
+        if lengths and lengths != {op.length}:
+            raise ScanError(
+                f"scan: length={op.length} disagrees with the sequences' length {lengths.pop()}", op.location
+            )
+        return op.length
+    return lengths.pop()
+
+
+def _stack(items: list, t: TensorType, steps: int) -> np.ndarray:
+    if items:
+        return np.stack([np.asarray(i, dtype=t.dtype) for i in items])
+    return np.zeros((steps, *(n or 0 for n in t.shape)), dtype=t.dtype)
+
+
+# -- building a scan ----------------------------------------------------------------------------------
+def _flatten(value, what: str, location) -> tuple[list[Variable], bool]:
+    """(list of variables, whether it was a tuple/list) for a tensor or a tuple of tensors."""
+    if value is None:
+        return [], True
+    if isinstance(value, tuple | list):
+        return as_operands(*value), True
+    return as_operands(value), False
+
+
+def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool = False):
+    """Loop `fn(carry, x) -> (carry, y)` over the leading axis of `xs`; returns (final carry, stacked ys).
+
+    `init`, `xs` and the `y`s may be tensors or tuples of tensors (`y` may be None);
+    variables from outside used inside `fn` become inputs of the loop and get
+    gradients.  With `xs=None`, `length` steps run and `fn` receives `x=None`.
+    `reverse=True` runs from the last step to the first (ys keep their positions).
+
+    >>> import numpy as np, stablegrad as sg
+    >>> xs = sg.vector("xs")
+    >>> total, running = sg.scan(lambda c, x: (c + x, c + x), sg.constant(0.0), xs)
+    >>> [v.tolist() for v in sg.function([xs], [total, running])(np.array([1.0, 2.0, 3.0]))]
+    [6.0, [1.0, 3.0, 6.0]]
+    """
+    location = (fn.__code__.co_filename, fn.__code__.co_firstlineno) if hasattr(fn, "__code__") else None
+    init_vars, carry_is_tuple = _flatten(init, "init", location)
+    xs_vars, xs_is_tuple = _flatten(xs, "xs", location)
+    if not init_vars:
+        raise ScanError("scan: init must be a tensor or a non-empty tuple of tensors", location)
+    steps = _static_length(xs_vars, length, location)
+    carries = [Variable(v.type, name=f"carry{i}") for i, v in enumerate(init_vars)]
+    slices = []
+    for i, x in enumerate(xs_vars):
+        if x.ndim == 0:
+            raise ScanError(f"scan: xs[{i}] is a scalar; sequences need a leading axis to loop over", location)
+        slices.append(Variable(TensorType(x.dtype, x.type.shape[1:]), name=f"x{i}"))
+    carry_arg = tuple(carries) if carry_is_tuple else carries[0]
+    x_arg = (tuple(slices) if xs_is_tuple else slices[0]) if xs is not None else None
+    result = fn(carry_arg, x_arg)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise ScanError("scan: the step function must return a pair (new_carry, y)", location)
+    new_carry, y = result
+    new_carries, _ = _flatten(new_carry, "carry", location)
+    ys, ys_is_tuple = _flatten(y, "y", location)
+    _check_carries(init_vars, new_carries, location)
+    new_carries = [c if c.dtype == v.dtype else c.astype(v.dtype) for c, v in zip(new_carries, init_vars)]
+    inner_outputs = new_carries + ys
+    consts, const_placeholders, inner_outputs = _lift_free_variables(carries + slices, inner_outputs)
+    inner = InnerGraph(carries, slices, const_placeholders, inner_outputs)
+    op = Scan(inner, steps if not xs_vars else None, reverse, location)
+    node = Apply(op, [*init_vars, *xs_vars, *consts], op.infer(*init_vars, *xs_vars, *consts), location)
+    outs = node.outputs
+    final = outs[: len(carries)]
+    stacked = outs[len(carries) : len(carries) + len(ys)]
+    final_out = tuple(final) if carry_is_tuple else final[0]
+    ys_out = (tuple(stacked) if ys_is_tuple else stacked[0]) if y is not None else None
+    return final_out, ys_out
+
+
+def _static_length(xs: list[Variable], length: int | None, location) -> int | None:
+    known = {x.type.shape[0] for x in xs if x.ndim and x.type.shape[0] is not None}
+    if len(known) > 1:
+        raise ScanError(f"scan: the sequences in xs have different lengths {sorted(known)}", location)
+    if length is not None:
+        if not isinstance(length, int | np.integer) or length < 0:
+            raise ScanError(f"scan: length must be a non-negative int, got {length!r}", location)
+        if known and known != {int(length)}:
+            raise ScanError(f"scan: length={length} disagrees with the length {known.pop()} of xs", location)
+        return int(length)
+    if not xs:
+        raise ScanError("scan: give xs or length", location)
+    return known.pop() if known else None
+
+
+def _check_carries(init: list[Variable], new: list[Variable], location) -> None:
+    if len(new) != len(init):
+        raise ScanError(f"scan: the step function returned {len(new)} carries for {len(init)} in init", location)
+    for i, (a, b) in enumerate(zip(init, new)):
+        same_shape = a.ndim == b.ndim and all(
+            p is None or q is None or p == q for p, q in zip(a.type.shape, b.type.shape)
+        )
+        if not same_shape or (b.dtype != a.dtype and not np.can_cast(b.dtype, a.dtype, "same_kind")):
+            raise ScanError(
+                f"scan: the step function changed carry {i} from {a.type} to {b.type}; a carry keeps its type",
+                location,
+            )
+
+
+def _lift_free_variables(
+    placeholders: list[Variable], outputs: list[Variable]
+) -> tuple[list[Variable], list[Variable], list[Variable]]:
+    """Outer variables the body reads become explicit loop inputs (with fresh inner placeholders).
+
+    Anything in the body that does not depend on the placeholders is loop-invariant:
+    it is computed once outside and fed in, not recomputed at every step.
+    """
+    nodes = toposort(outputs, stop=placeholders)
+    varying = {p.id for p in placeholders}
+    for node in nodes:
+        if any(v.id in varying for v in node.inputs):
+            varying.update(o.id for o in node.outputs)
+    free: dict[int, Variable] = {}
+    for node in nodes:
+        if any(o.id in varying for o in node.outputs):
+            for v in node.inputs:
+                if v.id not in varying and not isinstance(v, Constant) and v.id not in free:
+                    free[v.id] = v
+    for o in outputs:
+        if o.id not in varying and not isinstance(o, Constant):
+            free.setdefault(o.id, o)
+    outer = list(free.values())
+    inner = [Variable(v.type, name=v.name or f"const{i}") for i, v in enumerate(outer)]
+    mapping = {v.id: p for v, p in zip(outer, inner)}
+    rebuilt: dict[int, Variable] = dict(mapping)
+    for node in nodes:
+        if not any(o.id in varying for o in node.outputs):
+            continue
+        new_inputs = [rebuilt.get(v.id, v) for v in node.inputs]
+        if all(a is b for a, b in zip(new_inputs, node.inputs)):
+            clone = node
+        else:
+            clone = Apply(node.op, new_inputs, [o.type for o in node.outputs], node.location)
+        for old, new in zip(node.outputs, clone.outputs):
+            rebuilt[old.id] = new
+    return outer, inner, [rebuilt.get(o.id, o) for o in outputs]
+
+
+# -- the pullback: a reverse scan -----------------------------------------------------------------------
+def _scan_pullback(op: Scan, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Sequence[Variable]):
+    from ..autodiff import vjp
+    from .creation import zeros_like
+
+    n_carry, n_xs = op.n_carry, op.n_xs
+    init = list(inputs[:n_carry])
+    xs = list(inputs[n_carry : n_carry + n_xs])
+    consts = list(inputs[n_carry + n_xs :])
+    ct_final = [_dense(g, o) for g, o in zip(grads[:n_carry], outputs[:n_carry])]
+    ct_ys = [_dense(g, o) for g, o in zip(grads[n_carry : n_carry + op.n_ys], outputs[n_carry : n_carry + op.n_ys])]
+    ct_history = [_dense(g, o) for g, o in zip(grads[n_carry + op.n_ys :], outputs[n_carry + op.n_ys :])]
+    history = list(outputs[n_carry + op.n_ys :])
+    inner = op.inner
+
+    def backward_step(carry, sliced):
+        ct_carry, ct_consts = list(carry[:n_carry]), list(carry[n_carry:])
+        c_t = list(sliced[:n_carry])
+        x_t = list(sliced[n_carry : n_carry + n_xs])
+        ct_y_t = list(sliced[n_carry + n_xs : n_carry + n_xs + op.n_ys])
+        ct_hist_t = list(sliced[n_carry + n_xs + op.n_ys :])
+        placeholders = {p.id: v for p, v in zip(inner.inputs, c_t + x_t + consts)}
+        body_outputs = substitute(inner.outputs, placeholders)
+        cotangents = ct_carry + ct_y_t
+        grads_in = vjp(body_outputs, cotangents, c_t + x_t + consts)
+        g_c = [_dense(g, v) + h for g, v, h in zip(grads_in[:n_carry], c_t, ct_hist_t)]
+        g_x = [_dense(g, v) for g, v in zip(grads_in[n_carry : n_carry + n_xs], x_t)]
+        g_k = [acc + _dense(g, v) for acc, g, v in zip(ct_consts, grads_in[n_carry + n_xs :], consts)]
+        return (*g_c, *g_k), tuple(g_x)
+
+    init_ct = [*ct_final, *(zeros_like(c) for c in consts)]
+    sequences = [*history, *xs, *ct_ys, *ct_history]
+    final_ct, ct_xs = scan(backward_step, tuple(init_ct), tuple(sequences), length=op.length, reverse=not op.reverse)
+    result = [*final_ct[:n_carry], *(ct_xs or ()), *final_ct[n_carry:]]
+    return [g if v.type.is_float() else Zero(v.type) for g, v in zip(result, [*init, *xs, *consts])]
+
+
+def _dense(g, like: Variable) -> Variable:
+    """A cotangent as a tensor (zeros for a `Zero`)."""
+    from .creation import zeros_like
+
+    return zeros_like(like) if isinstance(g, Zero) else g

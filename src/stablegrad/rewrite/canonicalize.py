@@ -1,0 +1,72 @@
+"""Canonicalize: normal forms, so one recogniser sees the many ways users spell a formula.
+
+- `x[:, None]`-style indexing that only adds axes is `expand_dims`;
+- `expand_dims(sum(x, axis), axis)` is `sum(x, axis, keepdims=True)`;
+- `x * (1 / y)` is `x / y`;
+- `log(exp(x))` is `x`, and `-(-x)` is `x`.
+(Merging duplicates and folding constants happen in every pass; see engine.py.)
+"""
+
+from __future__ import annotations
+
+from ..ops.elementwise import Divide, Multiply, Negative, divide
+from ..ops.indexing import Index
+from ..ops.math import Exp, Log
+from ..ops.reduction import Sum
+from ..ops.shape import ExpandDims
+from .engine import Kind, Phase, rewrite
+from .patterns import fits, is_constant, owner
+
+_C = Phase.CANONICALIZE
+_ALGEBRA = Kind.ALGEBRA
+
+
+@rewrite(_C, _ALGEBRA, Index)
+def expand_dims_from_index(node):
+    """x[:, None] (full slices and None only) → expand_dims(x, 1)."""
+    spec = node.op.spec
+    if not all(e is None or e == (None, None, None) for e in spec) or None not in spec:
+        return None
+    return ExpandDims(tuple(i for i, e in enumerate(spec) if e is None))(node.inputs[0])
+
+
+@rewrite(_C, _ALGEBRA, ExpandDims)
+def keepdims_sum_from_expand_dims(node):
+    """expand_dims(sum(x, axis), axis) → sum(x, axis, keepdims=True)."""
+    total = owner(node.inputs[0], Sum)
+    if total is None or total.op.keepdims or total.op.axes != node.op.axes:
+        return None
+    return Sum(total.op.axes, True)(total.inputs[0])
+
+
+@rewrite(_C, _ALGEBRA, Multiply)
+def divide_from_reciprocal_product(node):
+    """x * (1 / y) → x / y."""
+    for a, b in (node.inputs, node.inputs[::-1]):
+        quotient = owner(b, Divide)
+        if quotient is not None and is_constant(quotient.inputs[0], 1.0):
+            return fits(divide(a, quotient.inputs[1]), node)
+    return None
+
+
+@rewrite(_C, _ALGEBRA, Log)
+def log_of_exp(node):
+    """log(exp(x)) → x (also where exp(x) would overflow)."""
+    e = owner(node.inputs[0], Exp)
+    return fits(e.inputs[0], node) if e is not None else None
+
+
+@rewrite(_C, _ALGEBRA, Negative)
+def double_negation(node):
+    """-(-x) → x."""
+    inner = owner(node.inputs[0], Negative)
+    return inner.inputs[0] if inner is not None else None
+
+
+RULES = (
+    expand_dims_from_index,
+    keepdims_sum_from_expand_dims,
+    divide_from_reciprocal_product,
+    log_of_exp,
+    double_negation,
+)

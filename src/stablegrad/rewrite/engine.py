@@ -1,0 +1,246 @@
+"""The rewrite engine: local rewrites applied during one bottom-up rebuild of a graph.
+
+A rewrite is a plain function of one node returning replacement variables (or
+None), declared with its phase and kind.  `Rebuilder` walks a graph from its
+leaves up and rebuilds every node on its already-rewritten inputs, so a rewrite
+always sees canonical operands.  Rebuilding doubles as:
+
+- merging: a node with the same op and inputs as an earlier one *is* that node;
+- constant folding: a small node whose inputs are all constants becomes a constant;
+- rewriting: the rules for the node's op class are tried in order; the first
+  replacement is itself rebuilt (so rewrites chain: `log(1+exp(x))` → `log1p(exp(x))`
+  → `softplus(x)`), and recorded in the change log.
+
+Each node is visited once and a rule costs O(1) to try, so a pass is linear in
+graph size.  Termination is guaranteed by a step budget proportional to the
+graph: exceeding it raises `RewriteCycleError` naming the rule that kept firing.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import StableGradError, format_location
+from ..graph.basic import Apply, Constant, Op, Variable
+from ..graph.printing import expression
+
+#: folding never produces constants larger than this (they would bloat the graph)
+FOLD_LIMIT = 4096
+#: the longest chain of rewrites of rewrites; real chains are a handful long
+MAX_CHAIN = 64
+
+
+class Phase(enum.Enum):
+    CANONICALIZE = "canonicalize"
+    STABILIZE = "stabilize"
+    SPECIALIZE = "specialize"
+
+
+class Kind(enum.Enum):
+    ALGEBRA = "algebra"  # value-preserving simplification
+    RECOGNITION = "recognition"  # a naive formula replaced by a stable primitive
+    INLINING = "inlining"  # a composite replaced by its body
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A local rewrite: `fn(node)` returns replacements for node.outputs, or None."""
+
+    fn: Callable[[Apply], Variable | Sequence[Variable] | None]
+    phase: Phase
+    kind: Kind
+    #: op classes the rewrite can fire on (its root); empty means every op
+    roots: tuple[type, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+
+def rewrite(phase: Phase, kind: Kind, *roots: type):
+    """Decorator: turn `fn(node)` into a `Rewrite` that fires on nodes of the `roots` op classes."""
+
+    def wrap(fn) -> Rewrite:
+        return Rewrite(fn, phase, kind, roots)
+
+    return wrap
+
+
+class RewriteCycleError(StableGradError, RuntimeError):
+    """A rewrite kept firing: the rule set does not terminate on this graph."""
+
+
+class RewriteTypeError(StableGradError, TypeError):
+    """A rewrite produced a replacement of another type than the variable it replaces."""
+
+
+@dataclass
+class Change:
+    """One fired rewrite, for `explain`."""
+
+    rule: str
+    kind: Kind
+    location: tuple[str, int] | None
+    before: str
+    after: str
+
+    def __str__(self) -> str:
+        return f"{format_location(self.location)}  {self.before}  →  {self.after}   [{self.rule}]"
+
+
+@dataclass
+class ChangeLog:
+    changes: list[Change] = field(default_factory=list)
+
+    def record(self, rule: Rewrite, node: Apply, replacements: Sequence[Variable]) -> None:
+        before = expression(node.outputs[0])
+        after = ", ".join(expression(r) for r in replacements)
+        self.changes.append(Change(rule.name, rule.kind, node.location, before, after))
+
+    def __len__(self) -> int:
+        return len(self.changes)
+
+
+def _constant_key(c: Constant):
+    if c.data.size > 64:
+        return ("big", c.id)
+    return (c.data.dtype.str, c.data.shape, c.data.tobytes())
+
+
+class Rebuilder:
+    """One bottom-up pass with a fixed rule list; reusable across several output lists."""
+
+    def __init__(
+        self,
+        rules: Iterable[Rewrite],
+        log: ChangeLog | None = None,
+        keep: Iterable[Variable] = (),
+    ):
+        self.rules = list(rules)
+        self._by_root: dict[type, list[Rewrite]] = {}
+        self.log = log
+        self.done: dict[int, Variable] = {v.id: v for v in keep}
+        self._seen: dict[tuple, tuple[Variable, ...]] = {}
+        self._constants: dict[tuple, Constant] = {}
+        self._fired: Counter[str] = Counter()
+        self._visited = 0
+        self._depth = 0
+        self.body_cache: dict[int, Op] = {}
+
+    # -- public --------------------------------------------------------------------------------
+    def __call__(self, outputs: Sequence[Variable]) -> list[Variable]:
+        return [self.canonical(v) for v in outputs]
+
+    def canonical(self, root: Variable) -> Variable:
+        """The rebuilt, rewritten equivalent of `root` (iterative: no recursion limit on deep graphs)."""
+        hit = self.done.get(root.id)
+        if hit is not None:
+            return hit
+        stack: list[tuple[Variable, bool]] = [(root, False)]
+        while stack:
+            v, expanded = stack.pop()
+            if v.id in self.done:
+                continue
+            if isinstance(v, Constant):
+                self.done[v.id] = self._constants.setdefault(_constant_key(v), v)
+                continue
+            node = v.owner
+            if node is None:
+                self.done[v.id] = v
+                continue
+            if not expanded:
+                stack.append((v, True))
+                stack.extend((x, False) for x in node.inputs if x.id not in self.done)
+                continue
+            outputs = self._apply(node, [self.done[x.id] for x in node.inputs])
+            for old, new in zip(node.outputs, outputs):
+                self.done[old.id] = new
+        return self.done[root.id]
+
+    # -- one node ------------------------------------------------------------------------------
+    def _apply(self, node: Apply, inputs: list[Variable]) -> tuple[Variable, ...]:
+        key = (node.op, tuple(v.id for v in inputs))
+        merged = self._seen.get(key)
+        if merged is not None:
+            return merged
+        self._visited += 1
+        folded = _fold(node, inputs)
+        if folded is not None:
+            result = tuple(self.canonical(c) for c in folded)
+            self._seen[key] = result
+            return result
+        if all(a is b for a, b in zip(inputs, node.inputs)):
+            candidate = node
+        else:
+            candidate = Apply(node.op, inputs, node.op.infer(*inputs), node.location)
+        for rule in self._rules_for(type(node.op)):
+            replacement = rule.fn(candidate)
+            if replacement is None:
+                continue
+            replacements = [replacement] if isinstance(replacement, Variable) else list(replacement)
+            self._count(rule)
+            _check_types(rule, candidate, replacements)
+            if self.log is not None:
+                self.log.record(rule, candidate, replacements)
+            # the replacement is rebuilt too, so rewrites chain; it stands for the candidate from now on
+            self._depth += 1
+            if self._depth > MAX_CHAIN:
+                raise RewriteCycleError(f"rewrite {rule.name!r} keeps producing graphs it rewrites again (a cycle)")
+            try:
+                result = tuple(self.canonical(r) for r in replacements)
+            finally:
+                self._depth -= 1
+            self._seen[key] = result
+            return result
+        self._seen[key] = candidate.outputs
+        for o in candidate.outputs:
+            self.done[o.id] = o
+        return candidate.outputs
+
+    def _rules_for(self, op_class: type) -> list[Rewrite]:
+        rules = self._by_root.get(op_class)
+        if rules is None:
+            rules = self._by_root[op_class] = [
+                r for r in self.rules if not r.roots or any(issubclass(op_class, root) for root in r.roots)
+            ]
+        return rules
+
+    def _count(self, rule: Rewrite) -> None:
+        self._fired[rule.name] += 1
+        if sum(self._fired.values()) > 1000 + 10 * self._visited:
+            name, times = self._fired.most_common(1)[0]
+            raise RewriteCycleError(
+                f"rewrite {name!r} fired {times} times on a graph of {self._visited} nodes: the rewrites cycle"
+            )
+
+
+def _check_types(rule: Rewrite, node: Apply, replacements: list[Variable]) -> None:
+    if len(replacements) != len(node.outputs):
+        raise RewriteTypeError(f"rewrite {rule.name!r} returned {len(replacements)} variables for {len(node.outputs)}")
+    for old, new in zip(node.outputs, replacements):
+        compatible = old.dtype == new.dtype and old.ndim == new.ndim
+        compatible = compatible and all(
+            a is None or b is None or a == b for a, b in zip(old.type.shape, new.type.shape)
+        )
+        if not compatible:
+            raise RewriteTypeError(f"rewrite {rule.name!r} replaced {old.type} by {new.type}")
+
+
+def _fold(node: Apply, inputs: Sequence[Variable]) -> tuple[Constant, ...] | None:
+    if not all(isinstance(v, Constant) for v in inputs):
+        return None
+    for o in node.outputs:
+        dims = o.type.shape
+        if None in dims or math.prod(d for d in dims if d is not None) > FOLD_LIMIT:
+            return None
+    with np.errstate(all="ignore"):
+        values = node.op.perform(*(v.data for v in inputs))  # type: ignore[attr-defined]
+    if node.op.nout == 1:
+        values = (values,)
+    return tuple(Constant(np.asarray(v, dtype=o.type.dtype)) for v, o in zip(values, node.outputs))

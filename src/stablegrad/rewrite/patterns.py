@@ -1,0 +1,67 @@
+"""Small matching helpers the rewrites share: who produced a variable, constants, signs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.basic import Apply, Constant, Variable
+
+
+def owner(v: Variable, *op_classes: type) -> Apply | None:
+    """v's node if its op is one of `op_classes`, else None."""
+    node = v.owner
+    if node is not None and isinstance(node.op, op_classes):
+        return node
+    return None
+
+
+def constant_value(v: Variable) -> float | None:
+    """The value of a constant whose entries are all equal, else None."""
+    if not isinstance(v, Constant) or v.data.size == 0:
+        return None
+    flat = v.data.reshape(-1)
+    first = flat[0]
+    if not np.all(flat == first):
+        return None
+    return float(first)
+
+
+def is_constant(v: Variable, value: float) -> bool:
+    c = constant_value(v)
+    return c is not None and c == value
+
+
+def negate(v: Variable) -> Variable:
+    """-v, without building -(-x)."""
+    from ..ops.elementwise import Negative, negative
+
+    node = owner(v, Negative)
+    return node.inputs[0] if node is not None else negative(v)
+
+
+def fits(result: Variable, node: Apply) -> Variable | None:
+    """`result` if it can stand for node's output (same dtype, rank and compatible shape), else None."""
+    old = node.outputs[0]
+    if result.dtype != old.dtype or result.ndim != old.ndim:
+        return None
+    if not all(a is None or b is None or a == b for a, b in zip(old.type.shape, result.type.shape)):
+        return None
+    return result
+
+
+def broadcasts_into(small: Variable, big: Variable) -> bool:
+    """Whether `small` broadcasts to `big`'s shape without widening it (statically provable)."""
+    if small.ndim > big.ndim:
+        return False
+    padded = (1,) * (big.ndim - small.ndim) + small.type.shape
+    return all(s == 1 or (s is not None and s == b) for s, b in zip(padded, big.type.shape))
+
+
+def add_terms(v: Variable) -> list[Variable]:
+    """The addends of a tree of `+` (v itself when it is no sum)."""
+    from ..ops.elementwise import Add
+
+    node = owner(v, Add)
+    if node is None:
+        return [v]
+    return add_terms(node.inputs[0]) + add_terms(node.inputs[1])

@@ -1,0 +1,403 @@
+"""Stabilize: recognition of the naive formulas users write, replaced by stable primitives.
+
+Every rule here is value-preserving wherever the naive formula is finite, and
+finite where the naive one overflows.  Rules chain (the engine rebuilds each
+replacement): `log(1 + exp(x))` → `log1p(exp(x))` → `softplus(x)`.  Matching
+relies on the canonical forms of canonicalize.py (`x[:, None]` is an expand_dims,
+`expand_dims(sum(.))` is a keepdims sum, `x * (1/y)` is `x / y`) and on merging
+(two spellings of `exp(x)` are one node).
+"""
+
+from __future__ import annotations
+
+from ..graph.basic import Apply, Variable
+from ..ops.composite import OpFromGraph
+from ..ops.elementwise import Add, Divide, Multiply, Negative, Subtract
+from ..ops.math import Erfc, Exp, Expm1, Log, Log1p
+from ..ops.reduction import Prod, Sum
+from ..ops.scan import Scan
+from .engine import Kind, Phase, rewrite
+from .patterns import add_terms, broadcasts_into, constant_value, fits, is_constant, negate, owner
+
+_S = Phase.STABILIZE
+_REC = Kind.RECOGNITION
+
+
+def _st():
+    """The stable family (imported late: it is built from the ops this package also matches)."""
+    from ..ops import stable
+
+    return stable
+
+
+def _exp_argument(v: Variable) -> Variable | None:
+    e = owner(v, Exp)
+    return e.inputs[0] if e is not None else None
+
+
+# -- log-sum-exp ---------------------------------------------------------------------------------
+@rewrite(_S, _REC, Log)
+def logsumexp_from_naive(node):
+    """log(sum(exp(x), axis)) → logsumexp(x, axis); log(sum(b * exp(x))) → logsumexp(x, b=b)."""
+    total = owner(node.inputs[0], Sum)
+    if total is None:
+        return None
+    axis, keepdims = total.op.axes, total.op.keepdims
+    summand = total.inputs[0]
+    x = _exp_argument(summand)
+    if x is not None:
+        return fits(_st().logsumexp(x, axis=axis, keepdims=keepdims), node)
+    product = owner(summand, Multiply)
+    if product is None:
+        return None
+    for weight, term in (product.inputs, product.inputs[::-1]):
+        x = _exp_argument(term)
+        if x is not None and broadcasts_into(weight, x):
+            return fits(_st().logsumexp(x, axis=axis, keepdims=keepdims, b=weight), node)
+    return None
+
+
+@rewrite(_S, _REC, Log)
+def log_of_sum_over_count(node):
+    """log(sum(...) / n) → log(sum(...)) - log(n) for a positive constant n: log(mean(exp(x))) becomes logsumexp - log n."""
+    quotient = owner(node.inputs[0], Divide)
+    if quotient is None or owner(quotient.inputs[0], Sum) is None:
+        return None
+    n = quotient.inputs[1]
+    value = constant_value(n)
+    if value is None or not value > 0:
+        return None
+    from ..ops.math import log
+
+    return fits(log(quotient.inputs[0]) - log(n), node)
+
+
+# -- softmax and log-softmax -----------------------------------------------------------------------
+@rewrite(_S, _REC, Divide)
+def softmax_from_naive(node):
+    """exp(x) / sum(exp(x), axis, keepdims=True) → softmax(x, axis) (also exp(x - c), exp(x / T))."""
+    numerator, denominator = node.inputs
+    total = owner(denominator, Sum)
+    x = _exp_argument(numerator)
+    if x is None or total is None or not total.op.keepdims or total.inputs[0] is not numerator:
+        return None
+    return fits(_st().softmax(x, axis=total.op.axes), node)
+
+
+@rewrite(_S, _REC, Log)
+def log_softmax_from_log_of_softmax(node):
+    """log(softmax(x)) → log_softmax(x)."""
+    st = _st()
+    s = owner(node.inputs[0], st.Softmax)
+    return fits(st.LogSoftmax(*_fields(s.op))(*s.inputs), node) if s is not None else None
+
+
+@rewrite(_S, _REC, Subtract)
+def log_softmax_from_logsumexp(node):
+    """x - logsumexp(x, axis, keepdims=True) → log_softmax(x, axis)."""
+    st = _st()
+    x, lse = node.inputs
+    n = owner(lse, st.LogSumExp)
+    if n is None or n.inputs[0] is not x or not _plain_keepdims_logsumexp(n):
+        return None
+    return fits(st.log_softmax(x, axis=n.op.axes), node)
+
+
+@rewrite(_S, _REC, Exp)
+def softmax_from_exp_log_softmax(node):
+    """exp(log_softmax(x)) → softmax(x)."""
+    st = _st()
+    ls = owner(node.inputs[0], st.LogSoftmax)
+    return fits(st.Softmax(*_fields(ls.op))(*ls.inputs), node) if ls is not None else None
+
+
+@rewrite(_S, _REC, Negative)
+def softmax_cross_entropy_from_naive(node):
+    """-sum(labels * log_softmax(x), axis) → softmax_cross_entropy(x, labels, axis)."""
+    st = _st()
+    total = owner(node.inputs[0], Sum)
+    if total is None or total.op.keepdims or len(total.op.axes) != 1:
+        return None
+    product = owner(total.inputs[0], Multiply)
+    if product is None:
+        return None
+    for labels, term in (product.inputs, product.inputs[::-1]):
+        ls = owner(term, st.LogSoftmax)
+        matches = ls is not None and len(ls.inputs) == 1 and _single_axis(ls.op) == total.op.axes[0]
+        if matches and labels.type == term.type:
+            return fits(st.softmax_cross_entropy(ls.inputs[0], labels, axis=total.op.axes[0]), node)
+    return None
+
+
+# -- pairs of exponentials ---------------------------------------------------------------------------
+@rewrite(_S, _REC, Log)
+def logaddexp_from_naive(node):
+    """log(exp(a) + exp(b) + ...) → logaddexp(a, b, ...); a positive constant c joins as log(c)."""
+    terms = add_terms(node.inputs[0])
+    if len(terms) < 2:
+        return None
+    from ..ops.math import log
+
+    arguments = []
+    for t in terms:
+        x = _exp_argument(t)
+        if x is None:
+            value = constant_value(t)
+            if value is None or not value > 0:
+                return None
+            x = log(t)
+        arguments.append(x)
+    if sum(_exp_argument(t) is not None for t in terms) < 1:
+        return None
+    result = arguments[0]
+    for x in arguments[1:]:
+        result = _st().logaddexp(result, x)
+    return fits(result, node)
+
+
+@rewrite(_S, _REC, Log)
+def logdiffexp_from_naive(node):
+    """log(exp(a) - exp(b)) → logdiffexp(a, b)."""
+    difference = owner(node.inputs[0], Subtract)
+    if difference is None:
+        return None
+    a, b = (_exp_argument(v) for v in difference.inputs)
+    return fits(_st().logdiffexp(a, b), node) if a is not None and b is not None else None
+
+
+# -- log1p, expm1, softplus, log1mexp ------------------------------------------------------------------
+@rewrite(_S, _REC, Log)
+def log1p_from_naive(node):
+    """log(1 + x) → log1p(x); log(1 - x) → log1p(-x)."""
+    from ..ops.math import log1p
+
+    inner = node.inputs[0]
+    total = owner(inner, Add)
+    if total is not None:
+        for one, x in (total.inputs, total.inputs[::-1]):
+            if is_constant(one, 1.0):
+                return fits(log1p(x), node)
+    difference = owner(inner, Subtract)
+    if difference is not None and is_constant(difference.inputs[0], 1.0):
+        return fits(log1p(negate(difference.inputs[1])), node)
+    return None
+
+
+@rewrite(_S, _REC, Subtract, Add)
+def expm1_from_naive(node):
+    """exp(x) - 1 → expm1(x) (also -1 + exp(x))."""
+    from ..ops.math import expm1
+
+    a, b = node.inputs
+    minus_one = -1.0 if isinstance(node.op, Add) else 1.0
+    for e, one in ((a, b), (b, a)) if isinstance(node.op, Add) else ((a, b),):
+        x = _exp_argument(e)
+        if x is not None and is_constant(one, minus_one):
+            return fits(expm1(x), node)
+    return None
+
+
+@rewrite(_S, _REC, Log1p)
+def softplus_from_log1p_exp(node):
+    """log1p(exp(x)) → softplus(x); log1p(-exp(x)) → log1mexp(x)."""
+    inner = node.inputs[0]
+    x = _exp_argument(inner)
+    if x is not None:
+        return fits(_st().softplus(x), node)
+    neg = owner(inner, Negative)
+    x = _exp_argument(neg.inputs[0]) if neg is not None else None
+    return fits(_st().log1mexp(x), node) if x is not None else None
+
+
+@rewrite(_S, _REC, Log)
+def log1mexp_from_log_neg_expm1(node):
+    """log(-expm1(x)) → log1mexp(x)."""
+    neg = owner(node.inputs[0], Negative)
+    e = owner(neg.inputs[0], Expm1) if neg is not None else None
+    return fits(_st().log1mexp(e.inputs[0]), node) if e is not None else None
+
+
+# -- sigmoid family ----------------------------------------------------------------------------------
+def _one_plus_exp(v: Variable) -> Variable | None:
+    """y for v = 1 + exp(y) (either order), else None."""
+    total = owner(v, Add)
+    if total is None:
+        return None
+    for one, e in (total.inputs, total.inputs[::-1]):
+        if is_constant(one, 1.0):
+            return _exp_argument(e)
+    return None
+
+
+@rewrite(_S, _REC, Divide)
+def sigmoid_from_naive(node):
+    """1 / (1 + exp(-x)) → sigmoid(x); exp(x) / (1 + exp(x)) → sigmoid(x)."""
+    numerator, denominator = node.inputs
+    y = _one_plus_exp(denominator)
+    if y is None:
+        return None
+    if is_constant(numerator, 1.0):
+        return fits(_st().sigmoid(negate(y)), node)
+    if _exp_argument(numerator) is y:
+        return fits(_st().sigmoid(y), node)
+    return None
+
+
+@rewrite(_S, _REC, Subtract)
+def sigmoid_from_one_minus_sigmoid(node):
+    """1 - sigmoid(x) → sigmoid(-x)."""
+    st = _st()
+    one, s = node.inputs
+    sig = owner(s, st.Sigmoid)
+    return fits(st.sigmoid(negate(sig.inputs[0])), node) if sig is not None and is_constant(one, 1.0) else None
+
+
+@rewrite(_S, _REC, Log)
+def log_sigmoid_from_log_of_sigmoid(node):
+    """log(sigmoid(x)) → log_sigmoid(x) (and through the rules above, log(1/(1+exp(-x))), log(1-sigmoid(x)))."""
+    st = _st()
+    sig = owner(node.inputs[0], st.Sigmoid)
+    return fits(st.log_sigmoid(sig.inputs[0]), node) if sig is not None else None
+
+
+@rewrite(_S, _REC, Negative)
+def log_sigmoid_from_negated_softplus(node):
+    """-softplus(-x) → log_sigmoid(x) (so -log(1 + exp(-x)) ends there)."""
+    st = _st()
+    sp = owner(node.inputs[0], st.Softplus)
+    return fits(st.log_sigmoid(negate(sp.inputs[0])), node) if sp is not None else None
+
+
+@rewrite(_S, _REC, Log)
+def logit_from_naive(node):
+    """log(p / (1 - p)) → logit(p)."""
+    quotient = owner(node.inputs[0], Divide)
+    if quotient is None:
+        return None
+    p, rest = quotient.inputs
+    difference = owner(rest, Subtract)
+    if difference is None or difference.inputs[1] is not p or not is_constant(difference.inputs[0], 1.0):
+        return None
+    return fits(_st().logit(p), node)
+
+
+# -- x log y, log erfc, log prod --------------------------------------------------------------------------
+@rewrite(_S, _REC, Multiply)
+def xlogy_from_naive(node):
+    """x * log(y) → xlogy(x, y): 0 where x = 0, also at y = 0 (x * log(x) at x = 0 included)."""
+    for x, term in (node.inputs, node.inputs[::-1]):
+        lg = owner(term, Log)
+        if lg is not None:
+            value = constant_value(x)
+            if value is not None and value != 0:
+                return None  # a non-zero constant factor needs no guard
+            return fits(_st().xlogy(x, lg.inputs[0]), node)
+    return None
+
+
+@rewrite(_S, _REC, Log)
+def log_erfc_from_naive(node):
+    """log(erfc(x)) → log_erfc(x), finite where erfc(x) underflows (x > 26.5)."""
+    e = owner(node.inputs[0], Erfc)
+    return fits(_st().log_erfc(e.inputs[0]), node) if e is not None else None
+
+
+@rewrite(_S, _REC, Log)
+def sum_of_logs_from_log_of_prod(node):
+    """log(prod(x)) → sum(log(x)) when x is provably positive (the product under- or overflows; the sum does not)."""
+    p = owner(node.inputs[0], Prod)
+    if p is None or not _positive(p.inputs[0]):
+        return None
+    from ..ops.math import log
+
+    return fits(Sum(p.op.axes, p.op.keepdims)(log(p.inputs[0])), node)
+
+
+def _positive(v: Variable) -> bool:
+    st = _st()
+    if owner(v, Exp, st.Softplus, st.Sigmoid, st.Softmax) is not None:
+        return True
+    value = constant_value(v)
+    return value is not None and value > 0
+
+
+# -- composites ------------------------------------------------------------------------------------
+@rewrite(_S, _REC, OpFromGraph)
+def composite_body_recognised(node):
+    """A user composite whose body has naive formulas → the same composite with a recognised body."""
+    op = node.op
+    rewritten = getattr(op, "_recognised", None)
+    if rewritten is None:
+        from .pipeline import recognise
+
+        body = recognise(op.outputs, keep=op.inputs)
+        unchanged = all(a is b for a, b in zip(body, op.outputs))
+        rewritten = op if unchanged else op.with_body(op.inputs, body)
+        op._recognised = rewritten
+        rewritten._recognised = rewritten
+    if rewritten is op:
+        return None
+    outputs = rewritten(*node.inputs)
+    return [outputs] if isinstance(outputs, Variable) else list(outputs)
+
+
+@rewrite(_S, _REC, Scan)
+def scan_body_recognised(node):
+    """A loop whose step has naive formulas → the same loop with a recognised step (so its gradient is stable)."""
+    op = node.op
+    rewritten = getattr(op, "_recognised", None)
+    if rewritten is None:
+        from .pipeline import recognise
+
+        inner = op.inner
+        body = recognise(inner.outputs, keep=inner.inputs)
+        unchanged = all(a is b for a, b in zip(body, inner.outputs))
+        rewritten = op if unchanged else op.with_body(body)
+        op._recognised = rewritten
+        rewritten._recognised = rewritten
+    if rewritten is op:
+        return None
+    return list(Apply(rewritten, node.inputs, [o.type for o in node.outputs], node.location).outputs)
+
+
+def _fields(op) -> tuple:
+    import dataclasses
+
+    return tuple(getattr(op, f.name) for f in dataclasses.fields(op))
+
+
+def _single_axis(op) -> int | None:
+    axes = getattr(op, "axes", None)
+    return axes[0] if isinstance(axes, tuple) and len(axes) == 1 else None
+
+
+def _plain_keepdims_logsumexp(node) -> bool:
+    op = node.op
+    return len(node.inputs) == 1 and getattr(op, "keepdims", False) and not getattr(op, "return_sign", False)
+
+
+RULES = (
+    logsumexp_from_naive,
+    log_of_sum_over_count,
+    softmax_from_naive,
+    log_softmax_from_log_of_softmax,
+    log_softmax_from_logsumexp,
+    softmax_from_exp_log_softmax,
+    softmax_cross_entropy_from_naive,
+    log1p_from_naive,
+    logaddexp_from_naive,
+    logdiffexp_from_naive,
+    expm1_from_naive,
+    softplus_from_log1p_exp,
+    log1mexp_from_log_neg_expm1,
+    sigmoid_from_naive,
+    sigmoid_from_one_minus_sigmoid,
+    log_sigmoid_from_log_of_sigmoid,
+    log_sigmoid_from_negated_softplus,
+    logit_from_naive,
+    xlogy_from_naive,
+    log_erfc_from_naive,
+    sum_of_logs_from_log_of_prod,
+    composite_body_recognised,
+    scan_body_recognised,
+)
