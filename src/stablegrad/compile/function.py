@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import InputError, StableGradError, format_location
-from ..graph.basic import Constant, Variable, graph_inputs
+from ..graph.basic import Constant, Variable, graph_inputs, paused_gc
 from ..graph.fgraph import FunctionGraph
 from ..rewrite.engine import ChangeLog
 from ..rewrite.pipeline import optimize
@@ -22,7 +22,16 @@ class Function:
     array for an integer input is an error.
     """
 
-    def __init__(self, inputs: Sequence[Variable], outputs, backend: str = "numpy", recognition: bool = True):
+    @paused_gc()  # compiling builds a graph of long-lived objects; see paused_gc
+    def __init__(
+        self,
+        inputs: Sequence[Variable],
+        outputs,
+        backend: str = "numpy",
+        recognition: bool = True,
+        shard=None,
+        check_finite: bool = False,
+    ):
         self.inputs = list(inputs)
         self._single = isinstance(outputs, Variable)
         self.outputs = [outputs] if self._single else list(outputs)
@@ -31,12 +40,18 @@ class Function:
         self.backend = backend
         self.changes = ChangeLog()
         self.graph = FunctionGraph(self.inputs, optimize(self.outputs, self.inputs, recognition, self.changes))
+        if shard and backend != "jax":
+            raise StableGradError(f"function: shard= needs backend='jax' (got backend={backend!r})")
         if backend == "numpy":
             from ..backends.numpy_backend import Program
 
             self._program = Program(self.inputs, self.graph.outputs)
+            if check_finite:
+                self._program = _checked(self, self._program)
+        elif backend == "jax":
+            self._program = _jax_program(self.inputs, self.graph.outputs, shard)
         else:
-            raise StableGradError(f"function: unknown backend {backend!r} (available: 'numpy')")
+            raise StableGradError(f"function: unknown backend {backend!r} (available: 'numpy', 'jax')")
 
     def explain(self, file=None) -> str:
         """Which rewrites fired, each with the user's source line, e.g.
@@ -60,8 +75,23 @@ class Function:
         return results[0] if self._single else results
 
 
-def function(inputs: Sequence[Variable], outputs, backend: str = "numpy", recognition: bool = True) -> Function:
+def function(
+    inputs: Sequence[Variable],
+    outputs,
+    backend: str = "numpy",
+    recognition: bool = True,
+    shard=None,
+    check_finite: bool = False,
+) -> Function:
     """Compile `outputs` (one variable or a list) as a function of `inputs`.
+
+    `check_finite=True` is a debug mode: a call whose outputs pick up an inf or NaN
+    that the inputs did not have raises `NonFiniteError` naming the node that first
+    produced it (from finite operands), its source line, and the stable primitive
+    that would fix it.  `recognition=False` keeps the formulas exactly as written.
+
+    `backend="jax"` compiles the whole graph into one `jax.jit` function (needs the
+    `jax` extra); with it, `shard={x: 0}` splits input x along axis 0 over all JAX devices.
 
     >>> import numpy as np, stablegrad as sg
     >>> x = sg.vector("x")
@@ -69,7 +99,30 @@ def function(inputs: Sequence[Variable], outputs, backend: str = "numpy", recogn
     >>> float(f(np.zeros(3)))
     3.0
     """
-    return Function(inputs, outputs, backend=backend, recognition=recognition)
+    return Function(inputs, outputs, backend=backend, recognition=recognition, shard=shard, check_finite=check_finite)
+
+
+def _checked(f: Function, program):
+    """`check_finite=True`: raise `NonFiniteError` naming the node that first made an output inf/NaN."""
+    from ..audit.provenance import CheckedProgram, advice_at
+
+    def advise(finding):
+        if f.recognition:
+            return None  # the rewrites have run already; none repairs this line
+        changes = Function(f.inputs, f.outputs, recognition=True).changes.changes
+        return advice_at(finding.location, changes, near=finding.expression)
+
+    return CheckedProgram(program, advise, f.graph.outputs)
+
+
+def _jax_program(inputs: list[Variable], outputs: list[Variable], shard):
+    try:
+        from ..backends.jax_backend import Program
+    except ImportError as exc:
+        raise StableGradError(
+            f"function: backend='jax' needs JAX, which is not installed ({exc}); pip install 'stablegrad[jax]'"
+        ) from exc
+    return Program(inputs, outputs, shard=shard)
 
 
 def explain(outputs, file=None) -> str:

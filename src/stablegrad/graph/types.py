@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# imported at module level: a function-level import costs microseconds, and every node built
+# broadcasts its operands' shapes
+from ..errors import ShapeError
+
 Shape = tuple[int | None, ...]
 
 
@@ -38,8 +42,15 @@ def as_dtype(dtype) -> np.dtype:
 
 def broadcast_shapes(*shapes: Shape, op: str = "broadcast") -> Shape:
     """NumPy broadcasting of static shapes; None stays None unless the other side decides it."""
-    from ..errors import ShapeError
-
+    # fast path, taken by most nodes built: one shape, two equal ones, or one of them 0-d
+    if len(shapes) == 1:
+        return tuple(shapes[0])
+    if len(shapes) == 2:
+        a, b = shapes
+        if a == b or not b:
+            return tuple(a)
+        if not a:
+            return tuple(b)
     ndim = max((len(s) for s in shapes), default=0)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out: list[int | None] = []
@@ -59,11 +70,14 @@ def broadcast_shapes(*shapes: Shape, op: str = "broadcast") -> Shape:
 
 def normalize_axis(axis, ndim: int, op: str, argument: str = "axis") -> tuple[int, ...]:
     """axis as int, tuple or None -> sorted tuple of non-negative ints; errors name the op."""
-    from ..errors import ShapeError
-
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    if isinstance(axis, int | np.integer):
+        axes: tuple = (axis,)
+    elif isinstance(axis, tuple | list):
+        axes = tuple(axis)
+    else:
+        raise ShapeError(f"{op}: {argument} must be an int, a tuple of ints or None, got {axis!r}")
     result = []
     for a in axes:
         if not isinstance(a, int | np.integer):

@@ -30,8 +30,6 @@ def run_phases(
 ) -> list[Variable]:
     """`outputs` rebuilt through the given phases (in pipeline order); `keep` variables stay leaves."""
     wanted = set(phases)
-    if not _stable_family_ready():  # TEMPORARY while the stable family lands
-        wanted.discard(Phase.STABILIZE)
     keep = list(keep)
     result = list(outputs)
     for phase, rules in PIPELINE:
@@ -43,8 +41,13 @@ def run_phases(
 def optimize(
     outputs: Sequence[Variable], keep: Iterable[Variable] = (), recognition: bool = True, log: ChangeLog | None = None
 ) -> list[Variable]:
-    """The whole pipeline; with `recognition=False` formulas stay as written (only merged, folded, inlined)."""
-    phases = [Phase.CANONICALIZE, Phase.SPECIALIZE] + ([Phase.STABILIZE] if recognition else [])
+    """The whole pipeline; with `recognition=False` formulas stay exactly as written.
+
+    Without recognition the normal forms of canonicalize are skipped too (one of
+    them, `log(exp(x)) → x`, already repairs an overflow); what remains is merging,
+    constant folding and inlining, none of which changes a value.
+    """
+    phases = [Phase.CANONICALIZE, Phase.STABILIZE, Phase.SPECIALIZE] if recognition else [Phase.SPECIALIZE]
     return run_phases(outputs, phases, keep, log)
 
 
@@ -53,14 +56,3 @@ def recognise(
 ) -> list[Variable]:
     """Canonicalize and stabilize only: naive formulas become stable primitives, composites stay."""
     return run_phases(outputs, [Phase.CANONICALIZE, Phase.STABILIZE], keep, log)
-
-
-def _stable_family_ready() -> bool:  # TEMPORARY
-    try:
-        from ..ops import stable
-
-        return all(
-            hasattr(stable, n) for n in ("LogSumExp", "Softmax", "LogSoftmax", "Sigmoid", "Softplus", "log_erfc")
-        )
-    except ImportError:
-        return False

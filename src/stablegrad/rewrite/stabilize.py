@@ -17,7 +17,7 @@ from ..ops.math import Erfc, Exp, Expm1, Log, Log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.scan import Scan
 from .engine import Kind, Phase, rewrite
-from .patterns import add_terms, broadcasts_into, constant_value, fits, is_constant, negate, owner
+from .patterns import add_terms, constant_value, fits, is_constant, negate, owner
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -52,7 +52,8 @@ def logsumexp_from_naive(node):
         return None
     for weight, term in (product.inputs, product.inputs[::-1]):
         x = _exp_argument(term)
-        if x is not None and broadcasts_into(weight, x):
+        # logsumexp broadcasts x against b as the product did; the axes must mean the same
+        if x is not None and weight.ndim <= x.ndim:
             return fits(_st().logsumexp(x, axis=axis, keepdims=keepdims, b=weight), node)
     return None
 
@@ -65,7 +66,7 @@ def log_of_sum_over_count(node):
         return None
     n = quotient.inputs[1]
     value = constant_value(n)
-    if value is None or not value > 0:
+    if not (value is not None and value > 0) and not _is_count(n):
         return None
     from ..ops.math import log
 
@@ -231,16 +232,15 @@ def _one_plus_exp(v: Variable) -> Variable | None:
 
 @rewrite(_S, _REC, Divide)
 def sigmoid_from_naive(node):
-    """1 / (1 + exp(-x)) → sigmoid(x); exp(x) / (1 + exp(x)) → sigmoid(x)."""
+    """exp(x) / (1 + exp(x)) → sigmoid(x); a / (1 + exp(-x)) → a * sigmoid(x) (a = 1 included)."""
     numerator, denominator = node.inputs
     y = _one_plus_exp(denominator)
     if y is None:
         return None
-    if is_constant(numerator, 1.0):
-        return fits(_st().sigmoid(negate(y)), node)
     if _exp_argument(numerator) is y:
         return fits(_st().sigmoid(y), node)
-    return None
+    s = _st().sigmoid(negate(y))
+    return fits(s if is_constant(numerator, 1.0) else numerator * s, node)
 
 
 @rewrite(_S, _REC, Subtract)
@@ -311,6 +311,21 @@ def sum_of_logs_from_log_of_prod(node):
     from ..ops.math import log
 
     return fits(Sum(p.op.axes, p.op.keepdims)(log(p.inputs[0])), node)
+
+
+def _is_count(v: Variable) -> bool:
+    """Whether v is a number of entries: a product of extents, perhaps cast (mean's divisor)."""
+    from ..ops.elementwise import Cast
+    from ..ops.shape import ShapeDim
+
+    node = v.owner
+    if node is None:
+        return constant_value(v) is not None and constant_value(v) > 0  # type: ignore[operator]
+    if isinstance(node.op, ShapeDim):
+        return True
+    if isinstance(node.op, Cast | Multiply):
+        return all(_is_count(x) for x in node.inputs)
+    return False
 
 
 def _positive(v: Variable) -> bool:
