@@ -12,6 +12,7 @@ Build a graph with NumPy-named functions on symbolic inputs, differentiate it wi
 """
 
 from . import testing
+from .audit import AuditReport, audit
 from .autodiff import grad, hessian_vector_product, jacobian
 from .compile.function import Function, explain, function
 from .errors import (
@@ -19,6 +20,7 @@ from .errors import (
     ExecutionError,
     GradientError,
     InputError,
+    NonFiniteError,
     ShapeError,
     StableGradError,
 )
@@ -119,6 +121,26 @@ from .ops.shape import (
     stack,
     swapaxes,
     transpose,
+)
+from .ops.stable import (
+    expit,
+    log1mexp,
+    log1pexp,
+    log_expit,
+    log_sigmoid,
+    log_softmax,
+    logaddexp,
+    logcumsumexp,
+    logdiffexp,
+    logit,
+    logmeanexp,
+    logsumexp,
+    sigmoid,
+    softmax,
+    softmax_cross_entropy,
+    softplus,
+    xlog1py,
+    xlogy,
 )
 
 __version__ = "0.1.0"

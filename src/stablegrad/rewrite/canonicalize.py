@@ -9,10 +9,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ops.elementwise import Divide, Multiply, Negative, divide
 from ..ops.indexing import Index
 from ..ops.math import Exp, Log
-from ..ops.reduction import Sum
 from ..ops.shape import ExpandDims
 from .engine import Kind, Phase, rewrite
 from .patterns import fits, is_constant, owner
@@ -31,12 +32,13 @@ def expand_dims_from_index(node):
 
 
 @rewrite(_C, _ALGEBRA, ExpandDims)
-def keepdims_sum_from_expand_dims(node):
-    """expand_dims(sum(x, axis), axis) → sum(x, axis, keepdims=True)."""
-    total = owner(node.inputs[0], Sum)
-    if total is None or total.op.keepdims or total.op.axes != node.op.axes:
+def keepdims_from_expand_dims(node):
+    """expand_dims(r(x, axis), axis) → r(x, axis, keepdims=True) for a reduction r (sum, max, logsumexp, ...)."""
+    reduced = node.inputs[0].owner
+    op = reduced.op if reduced is not None else None
+    if op is None or op.nout != 1 or getattr(op, "keepdims", True) or getattr(op, "axes", None) != node.op.axes:
         return None
-    return Sum(total.op.axes, True)(total.inputs[0])
+    return dataclasses.replace(op, keepdims=True)(*reduced.inputs)
 
 
 @rewrite(_C, _ALGEBRA, Multiply)
@@ -65,7 +67,7 @@ def double_negation(node):
 
 RULES = (
     expand_dims_from_index,
-    keepdims_sum_from_expand_dims,
+    keepdims_from_expand_dims,
     divide_from_reciprocal_product,
     log_of_exp,
     double_negation,

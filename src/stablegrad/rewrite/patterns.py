@@ -39,6 +39,14 @@ def negate(v: Variable) -> Variable:
     return node.inputs[0] if node is not None else negative(v)
 
 
+def is_negation(a: Variable, b: Variable) -> bool:
+    """Whether b is -a or a is -b (as nodes, not by value)."""
+    from ..ops.elementwise import Negative
+
+    nb, na = owner(b, Negative), owner(a, Negative)
+    return (nb is not None and nb.inputs[0] is a) or (na is not None and na.inputs[0] is b)
+
+
 def fits(result: Variable, node: Apply) -> Variable | None:
     """`result` if it can stand for node's output (same dtype, rank and compatible shape), else None."""
     old = node.outputs[0]

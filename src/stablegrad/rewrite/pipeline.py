@@ -17,7 +17,9 @@ from .engine import ChangeLog, Phase, Rebuilder, Rewrite
 
 PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
     (Phase.CANONICALIZE, canonicalize.RULES),
-    (Phase.STABILIZE, stabilize.RULES),
+    # the normal forms stay in force while recognising: a freshly recognised
+    # `expand_dims(logsumexp(x))` must read as `logsumexp(x, keepdims=True)` to its parent
+    (Phase.STABILIZE, canonicalize.RULES + stabilize.RULES),
     (Phase.SPECIALIZE, specialize.RULES),
 )
 

@@ -17,7 +17,7 @@ from ..ops.math import Erfc, Exp, Expm1, Log, Log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.scan import Scan
 from .engine import Kind, Phase, rewrite
-from .patterns import add_terms, constant_value, fits, is_constant, negate, owner
+from .patterns import add_terms, constant_value, fits, is_constant, is_negation, negate, owner
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -131,6 +131,17 @@ def softmax_cross_entropy_from_naive(node):
 
 
 # -- pairs of exponentials ---------------------------------------------------------------------------
+@rewrite(_S, _REC, Multiply, Divide)
+def exp_of_sum_from_product_of_exps(node):
+    """exp(a) * exp(b) → exp(a + b); exp(a) / exp(b) → exp(a - b): no inf * 0 where one overflows."""
+    a, b = (_exp_argument(v) for v in node.inputs)
+    if a is None or b is None:
+        return None
+    from ..ops.math import exp
+
+    return fits(exp(a + b if isinstance(node.op, Multiply) else a - b), node)
+
+
 @rewrite(_S, _REC, Log)
 def logaddexp_from_naive(node):
     """log(exp(a) + exp(b) + ...) → logaddexp(a, b, ...); a positive constant c joins as log(c)."""
@@ -268,6 +279,18 @@ def log_sigmoid_from_negated_softplus(node):
     return fits(st.log_sigmoid(negate(sp.inputs[0])), node) if sp is not None else None
 
 
+@rewrite(_S, _REC, Divide)
+def exp_from_sigmoid_odds(node):
+    """sigmoid(x) / sigmoid(-x) (that is, p / (1 - p) after the rule above) → exp(x)."""
+    st = _st()
+    top, bottom = (owner(v, st.Sigmoid) for v in node.inputs)
+    if top is None or bottom is None or not is_negation(top.inputs[0], bottom.inputs[0]):
+        return None
+    from ..ops.math import exp
+
+    return fits(exp(top.inputs[0]), node)
+
+
 @rewrite(_S, _REC, Log)
 def logit_from_naive(node):
     """log(p / (1 - p)) → logit(p)."""
@@ -399,6 +422,7 @@ RULES = (
     log_softmax_from_logsumexp,
     softmax_from_exp_log_softmax,
     softmax_cross_entropy_from_naive,
+    exp_of_sum_from_product_of_exps,
     log1p_from_naive,
     logaddexp_from_naive,
     logdiffexp_from_naive,
@@ -409,6 +433,7 @@ RULES = (
     sigmoid_from_one_minus_sigmoid,
     log_sigmoid_from_log_of_sigmoid,
     log_sigmoid_from_negated_softplus,
+    exp_from_sigmoid_odds,
     logit_from_naive,
     xlogy_from_naive,
     log_erfc_from_naive,

@@ -1,0 +1,58 @@
+"""The stable softmax family: SymbolicOps with max-shifted bodies and explicit pullbacks."""
+
+from .logaddexp import Log1mExp, LogAddExp, LogDiffExp, log1mexp, logaddexp, logdiffexp
+from .logerfc import LogErfc, log_erfc
+from .logsumexp import LogCumSumExp, LogMeanExp, LogSumExp, logcumsumexp, logmeanexp, logsumexp
+from .softmax import LogSoftmax, Softmax, SoftmaxCrossEntropy, log_softmax, softmax, softmax_cross_entropy
+from .softplus import (
+    Logit,
+    LogSigmoid,
+    Sigmoid,
+    Softplus,
+    expit,
+    log1pexp,
+    log_expit,
+    log_sigmoid,
+    logit,
+    sigmoid,
+    softplus,
+)
+from .xlogy import XLog1PY, XLogY, xlog1py, xlogy
+
+__all__ = [
+    "Log1mExp",
+    "LogAddExp",
+    "LogCumSumExp",
+    "LogDiffExp",
+    "LogMeanExp",
+    "LogSigmoid",
+    "LogSoftmax",
+    "LogSumExp",
+    "LogErfc",
+    "Logit",
+    "Sigmoid",
+    "Softmax",
+    "SoftmaxCrossEntropy",
+    "Softplus",
+    "XLog1PY",
+    "XLogY",
+    "expit",
+    "log1mexp",
+    "log1pexp",
+    "log_erfc",
+    "log_expit",
+    "log_sigmoid",
+    "log_softmax",
+    "logaddexp",
+    "logcumsumexp",
+    "logdiffexp",
+    "logit",
+    "logmeanexp",
+    "logsumexp",
+    "sigmoid",
+    "softmax",
+    "softmax_cross_entropy",
+    "softplus",
+    "xlog1py",
+    "xlogy",
+]

@@ -1,0 +1,95 @@
+"""What the stable family shares: dtype promotion, argument checks, and the max shift.
+
+Every public function promotes its operands the same way: integers (and bools)
+compute in float64, float16 computes in float32 and is cast back, so the
+accumulation of a float16 softmax never runs in 11 bits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import final
+
+import numpy as np
+
+from ...errors import DTypeError, ShapeError
+from ...graph.basic import Variable
+from ...graph.types import broadcast_shapes, normalize_axis
+from ..base import as_operands
+from ..elementwise import astype
+from ..reduction import _Extremum
+from ..shape import ExpandDims, Squeeze
+
+NEG_INF = -np.inf
+POS_INF = np.inf
+
+
+def promote(op: str, *args) -> tuple[list[Variable], np.dtype]:
+    """(operands in the compute dtype, result dtype) for floating-point ops.
+
+    Integers and bools give float64; float16 is computed in float32 and the
+    result is returned as float16; complex is refused.
+    """
+    xs = as_operands(*args)
+    dtype = np.result_type(*(x.dtype for x in xs))
+    if dtype.kind == "c":
+        raise DTypeError(f"{op}: complex inputs are not supported, got {dtype.name}")
+    if dtype.kind not in "f":
+        dtype = np.dtype(np.float64)
+    compute = np.dtype(np.float32) if dtype == np.float16 else dtype
+    return [astype(x, compute) for x in xs], dtype
+
+
+def restore(out: Variable, dtype: np.dtype) -> Variable:
+    """The result in the user's dtype (float16 results were computed in float32)."""
+    return astype(out, dtype)
+
+
+def as_mask(op: str, where) -> Variable:
+    """The `where=` argument as a boolean tensor."""
+    (mask,) = as_operands(where)
+    if mask.dtype != np.bool_:
+        if mask.dtype.kind not in "biu":
+            raise DTypeError(f"{op}: where must be boolean, got {mask.type}")
+        mask = astype(mask, np.bool_)
+    return mask
+
+
+def check_broadcast(op: str, argument: str, x: Variable, other: Variable) -> tuple:
+    """The broadcast shape of x and `argument`; a ShapeError naming both otherwise."""
+    try:
+        return broadcast_shapes(x.type.shape, other.type.shape, op=op)
+    except ShapeError:
+        shown = [str(tuple(s)).replace("None", "?") for s in (other.type.shape, x.type.shape)]
+        raise ShapeError(
+            f"{op}: {argument} of shape {shown[0]} is not broadcastable to x of shape {shown[1]}"
+        ) from None
+
+
+def axes_of(op: str, axis, ndim: int) -> tuple[int, ...]:
+    """Sorted non-negative axes; errors (out of range, repeated) name the op and `axis`."""
+    return normalize_axis(axis, ndim, op)
+
+
+def keep(v: Variable, axes: tuple[int, ...], keepdims: bool) -> Variable:
+    """An output with reduced axes as length-1 axes (a no-op under keepdims)."""
+    return v if keepdims or not axes else ExpandDims(axes)(v)
+
+
+def drop(v: Variable, axes: tuple[int, ...], keepdims: bool) -> Variable:
+    """A keepdims result without its reduced axes unless keepdims."""
+    return v if keepdims or not axes else Squeeze(axes)(v)
+
+
+@final
+@dataclass(frozen=True)
+class MaxShift(_Extremum):
+    """Maximum over axes, -inf over an empty axis: the shift of the max-shifted formulas.
+
+    Only the `initial=-inf` differs from `max`, so that an empty axis reduces to
+    the log-semiring zero instead of raising.  Its gradient is max's (shared at
+    ties), so a body that uses it differentiates correctly too.
+    """
+
+    def perform(self, x):
+        return np.max(x, axis=self.axes, keepdims=self.keepdims, initial=-np.inf)

@@ -1,0 +1,307 @@
+"""log Σ exp and its relatives: `logsumexp` (weights, mask, sign), `logmeanexp`, `logcumsumexp`.
+
+These are opaque on purpose.  Written out, `log(sum(exp(x)))` overflows once an
+entry passes ~709 (float64; ~88 in float32) and underflows to `log(0)` below
+~-745, and its derivative `exp(x) / sum(exp(x))` is `inf/inf`.  As ops, the
+forward pass is max-shifted and the pullback is explicit and built from stable
+pieces, so first and second derivatives hold wherever the value does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import final
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...graph.basic import ALL, Constant, Op, Reads, Variable
+from ...graph.types import TensorType
+from ..base import zero_grad
+from ..composite import SymbolicOp
+from ..creation import ones_like
+from ..elementwise import (
+    abs,
+    astype,
+    equal,
+    greater,
+    less,
+    logical_and,
+    logical_not,
+    maximum,
+    not_equal,
+    sign,
+    where,
+)
+from ..math import exp, log, log1p
+from ..reduction import Sum, count
+from ._common import NEG_INF, POS_INF, MaxShift, as_mask, axes_of, check_broadcast, drop, keep, promote, restore
+
+
+@final
+@dataclass(frozen=True)
+class LogSumExp(SymbolicOp):
+    """log Σ b·exp(x) over `axes`, optionally masked (`where`) and signed (`return_sign`).
+
+    Naive: `log(sum(b * exp(x)))` overflows past ~709 and its gradient is inf/inf.
+    Stable: with m the max, `m + log(k) + log1p(rest / k)`, k the (weighted) count
+    of entries at the max and `rest` the sum of the others' `b·exp(x - m)`, which
+    keeps tiny tails exact (`logsumexp([0, -40])` = 4.2484e-18).  Entries with
+    `b = 0` or `where=False` are absent (-inf) before the max is taken.
+    Pullback (reads x, b, where and the output): `g · b · exp(x - out)` for x and
+    `g · exp(x - out)` for b (times the sign under `return_sign`); where the output
+    is +inf the limit shares the mass among the +inf entries; where it is -inf the
+    gradient is 0.
+
+    Operands: x, then b if `weighted`, then the mask if `masked`.
+    """
+
+    axes: tuple[int, ...] = ()
+    keepdims: bool = False
+    weighted: bool = False
+    masked: bool = False
+    return_sign: bool = False
+
+    @property
+    def nout(self) -> int:  # type: ignore[override]
+        return 2 if self.return_sign else 1
+
+    @property
+    def reads(self) -> Reads:  # type: ignore[override]
+        return Reads(inputs=ALL, outputs=(0, 1) if self.return_sign else (0,))
+
+    def build(self, *inputs):
+        x, b, mask = unpack(inputs, self.weighted, self.masked)
+        live = _live(b, mask)
+        x_live = x if live is None else where(live, x, NEG_INF)
+        m = MaxShift(self.axes, keepdims=True)(x_live)
+        at_max = equal(x_live, m)
+        terms = exp(x_live - m)
+        if b is None and not self.return_sign:
+            lead, rest = _split_at_max(self.axes, at_max, terms)
+            return drop(m + (log(lead) + log1p(rest / lead)), self.axes, self.keepdims)
+        at_max_live = at_max if live is None else logical_and(at_max, live)
+        others = at_max if live is None else logical_or_not(at_max, live)
+        lead_terms = astype(at_max_live, x.dtype) if b is None else where(at_max_live, b, 0)
+        lead = Sum(self.axes, keepdims=True)(lead_terms)
+        rest = Sum(self.axes, keepdims=True)(where(others, 0, terms if b is None else terms * b))
+        log_abs, total_sign = _signed_log(lead, rest)
+        total_sign = where(equal(m, NEG_INF), 0, total_sign)  # nothing left: the total is exactly 0
+        out = m + log_abs
+        if not self.return_sign:
+            return drop(where(less(total_sign, 0), np.nan, out), self.axes, self.keepdims)
+        return drop(out, self.axes, self.keepdims), drop(total_sign, self.axes, self.keepdims)
+
+    def pullback(self, inputs, outputs, grads):
+        x, b, mask = unpack(inputs, self.weighted, self.masked)
+        out = keep(outputs[0], self.axes, self.keepdims)
+        total_sign = keep(outputs[1], self.axes, self.keepdims) if self.return_sign else None
+        g = keep(grads[0], self.axes, self.keepdims)
+        return lse_pullback(self.axes, x, b, mask, out, total_sign, g)
+
+
+def _split_at_max(axes, at_max: Variable, terms: Variable) -> tuple[Variable, Variable]:
+    """(k, rest): the number of entries at the max (at least 1) and the sum of the other terms."""
+    lead = Sum(axes, keepdims=True)(astype(at_max, terms.dtype))
+    rest = Sum(axes, keepdims=True)(where(at_max, 0, terms))
+    return maximum(lead, 1), rest
+
+
+def logical_or_not(a: Variable, live: Variable) -> Variable:
+    """a or not live."""
+    return logical_not(logical_and(logical_not(a), live))
+
+
+def unpack(inputs, weighted: bool, masked: bool):
+    """(x, b or None, mask or None) from an op's operand list."""
+    x, rest = inputs[0], list(inputs[1:])
+    b = rest.pop(0) if weighted else None
+    mask = rest.pop(0) if masked else None
+    return x, b, mask
+
+
+def _live(b, mask):
+    """Where an entry takes part: b != 0 and the mask (None when every entry does)."""
+    live = None if b is None else not_equal(b, 0)
+    if mask is not None:
+        live = mask if live is None else logical_and(live, mask)
+    return live
+
+
+def _signed_log(lead: Variable, rest: Variable) -> tuple[Variable, Variable]:
+    """(log|lead + rest|, sign(lead + rest)), through log1p(rest/lead) when that keeps a tail exact."""
+    total = lead + rest
+    nonzero = not_equal(lead, 0)
+    lead_safe = where(nonzero, lead, 1)
+    ratio = rest / lead_safe
+    tail = logical_and(nonzero, greater(ratio, -0.5))
+    exact_tail = log(abs(lead_safe)) + log1p(where(tail, ratio, 0))
+    return where(tail, exact_tail, log(abs(total))), sign(total)
+
+
+def lse_pullback(axes, x, b, mask, out, total_sign, g) -> list:
+    """Gradients of out = log|Σ b·exp(x)| (all arguments with the reduced axes kept).
+
+    p = sign · exp(x - out) is d out / d b; d out / d x is b · p.  Where out is -inf
+    (nothing live) p is 0; where out is +inf p is the limit: 1/K at the +inf
+    entries (K the sum of their weights), 0 elsewhere.
+    """
+    x_live = x if mask is None else where(mask, x, NEG_INF)
+    out_safe = where(equal(out, NEG_INF), 0, out)
+    at_inf = equal(x_live, where(equal(out, POS_INF), POS_INF, np.nan))  # the +inf entries of +inf rows
+    if b is not None:
+        at_inf = logical_and(at_inf, not_equal(b, 0))
+    share = Sum(axes, keepdims=True)(astype(at_inf, x.dtype) if b is None else where(at_inf, b, 0))
+    share = where(equal(share, 0), 1, share)
+    z = where(at_inf, -log(abs(share)), x_live - out_safe)
+    p = exp(z)
+    if total_sign is not None:
+        p = p * total_sign
+    elif b is not None:
+        p = p * sign(share)  # +inf rows: the sign of the total is the sign of K
+    grads: list = []
+    if b is None:
+        grads.append(g * p)
+    else:
+        grads.append(g * where(not_equal(b, 0), b * p, 0))
+        grads.append(g * p)
+    if mask is not None:
+        grads.append(zero_grad(mask))
+    return grads
+
+
+def logsumexp(x, axis=None, keepdims=False, b=None, return_sign=False, where=None):
+    """log(sum(b * exp(x))) over `axis`, stable (scipy.special.logsumexp; `where=` as JAX).
+
+    `axis` is an int, a tuple or None (all axes).  Entries with `b = 0` or
+    `where=False` are absent; an axis with nothing left gives -inf (and gradient 0).
+    A negative total gives NaN unless `return_sign=True`, which returns
+    `(log|total|, sign)` with the sign in {-1, 0, +1}, as SciPy.
+
+    >>> import numpy as np, stablegrad as sg
+    >>> x = sg.vector("x")
+    >>> float(sg.function([x], sg.logsumexp(x))(np.array([1000.0, 1000.0])))
+    1000.6931471805599
+    """
+    operands = [x] + ([b] if b is not None else [])
+    xs, dtype = promote("logsumexp", *operands)
+    if where is not None:
+        mask = as_mask("logsumexp", where)
+        check_broadcast("logsumexp", "where", xs[0], mask)
+        xs.append(mask)
+    if b is not None:
+        check_broadcast("logsumexp", "b", xs[0], xs[1])
+    ndim = max(v.ndim for v in xs)
+    axes = axes_of("logsumexp", axis, ndim)
+    op = LogSumExp(axes, bool(keepdims), b is not None, where is not None, bool(return_sign))
+    if return_sign:
+        value, total_sign = op(*xs)
+        return restore(value, dtype), restore(total_sign, dtype)
+    return restore(op(*xs), dtype)
+
+
+@final
+@dataclass(frozen=True)
+class LogMeanExp(SymbolicOp):
+    """log(mean(exp(x))) over `axes`, optionally masked: logsumexp minus log(n).
+
+    Naive: `log(mean(exp(x)))` fails as logsumexp does (overflow, inf/inf).
+    Stable: the LogSumExp body with `log(k / n)` for `log(k)`, n the number of live
+    entries (an empty or fully masked axis gives NaN, as NumPy's mean of nothing).
+    Pullback (reads x, the mask and the output): `g · exp(x - (out + log n))`,
+    the logsumexp pullback.
+    """
+
+    axes: tuple[int, ...] = ()
+    keepdims: bool = False
+    masked: bool = False
+
+    reads = Reads(inputs=ALL, outputs=(0,))
+
+    def build(self, *inputs):
+        x, _, mask = unpack(inputs, False, self.masked)
+        x_live = x if mask is None else where(mask, x, NEG_INF)
+        m = MaxShift(self.axes, keepdims=True)(x_live)
+        at_max = equal(x_live, m)
+        lead, rest = _split_at_max(self.axes, at_max, exp(x_live - m))
+        # log(lead / n) is exactly 0 when every entry ties: logmeanexp([a, a]) = a to the last bit
+        out = m + (log(lead / self._count(*inputs)) + log1p(rest / lead))
+        return drop(out, self.axes, self.keepdims)
+
+    def _count(self, x, mask=None) -> Variable:
+        """The number of live entries per output, with the reduced axes kept."""
+        if mask is None:
+            n = count(x, self.axes, x.dtype)
+            return n if isinstance(n, Variable) else Constant(np.asarray(n, dtype=x.dtype))
+        return Sum(self.axes, keepdims=True)(where(mask, ones_like(x), 0))
+
+    def pullback(self, inputs, outputs, grads):
+        x, _, mask = unpack(inputs, False, self.masked)
+        n = self._count(*inputs)
+        out = keep(outputs[0], self.axes, self.keepdims)
+        lse = where(equal(n, 0), NEG_INF, out + log(n))
+        return lse_pullback(self.axes, x, None, mask, lse, None, keep(grads[0], self.axes, self.keepdims))
+
+
+def logmeanexp(x, axis=None, keepdims=False, where=None):
+    """log(mean(exp(x))) over `axis`, stable; `where=False` entries are left out of sum and count."""
+    xs, dtype = promote("logmeanexp", x)
+    if where is not None:
+        mask = as_mask("logmeanexp", where)
+        check_broadcast("logmeanexp", "where", xs[0], mask)
+        xs.append(mask)
+    axes = axes_of("logmeanexp", axis, max(v.ndim for v in xs))
+    return restore(LogMeanExp(axes, bool(keepdims), where is not None)(*xs), dtype)
+
+
+@final
+@dataclass(frozen=True)
+class LogCumSumExp(Op):
+    """Running log Σ exp along `axis`: out[i] = log Σ_{j<=i} exp(x[j]).
+
+    Naive: `log(cumsum(exp(x)))` overflows past ~709, and a global max shift
+    underflows the early prefixes to log(0).  There is no cumulative primitive
+    to write a body with, so this is a primitive op: NumPy runs the sequential,
+    stable `logaddexp.accumulate`.
+    Pullback (reads x and the output): d out[i] / d x[j] = exp(x[j] - out[i]) for
+    j <= i, so `grad[j] = Σ_{i>=j} g[i] exp(x[j] - out[i])`; with g split by sign,
+    each part is `exp(x + reversed logcumsumexp(log|g| - out))`, bounded because
+    out[i] >= x[j], and built from this op, so second derivatives come free.
+    """
+
+    axis: int = 0
+    reads = Reads(inputs=(0,), outputs=(0,))
+
+    def infer(self, x):
+        return [TensorType(x.dtype, x.type.shape)]
+
+    def perform(self, x):
+        return np.logaddexp.accumulate(x, axis=self.axis)
+
+    def pullback(self, inputs, outputs, grads):
+        (x,), (out,), (g,) = inputs, outputs, grads
+        out_safe = where(equal(out, NEG_INF), 0, out)  # only -inf entries of x feed a -inf prefix
+        parts = []
+        for positive in (greater(g, 0), less(g, 0)):
+            magnitude = where(positive, abs(g), 1)
+            log_g = where(positive, log(magnitude), NEG_INF)
+            parts.append(exp(x + self._reversed(log_g - out_safe)))
+        return [parts[0] - parts[1]]
+
+    def _reversed(self, v: Variable) -> Variable:
+        """logcumsumexp from the end of the axis: Σ over i >= j."""
+        flip = (slice(None),) * self.axis + (slice(None, None, -1),)
+        return LogCumSumExp(self.axis)(v[flip])[flip]
+
+
+def logcumsumexp(x, axis=None):
+    """Cumulative log(sum(exp(x))) along `axis` (flattened when None, as numpy.cumsum)."""
+    from ..shape import ravel
+
+    (x,), dtype = promote("logcumsumexp", x)
+    if axis is not None and not isinstance(axis, int | np.integer):
+        raise ShapeError(f"logcumsumexp: axis must be an int or None, got {axis!r}")
+    if axis is None:
+        x, axis = ravel(x), 0
+    (a,) = axes_of("logcumsumexp", axis, x.ndim)
+    return restore(LogCumSumExp(a)(x), dtype)

@@ -1,0 +1,214 @@
+"""Recognition: each naive formula becomes its stable primitive, agrees with the naive value
+wherever that is finite, and stays finite (value and gradient) where the naive one overflows."""
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import stablegrad as sg
+from stablegrad.graph.basic import toposort
+from stablegrad.ops import stable
+from stablegrad.rewrite import recognise
+
+
+@dataclass
+class Naive:
+    name: str
+    fn: Callable  # of symbolic inputs
+    produces: type  # the stable op recognition must produce
+    arity: int = 1
+    low: float = -5.0  # domain of the moderate inputs
+    high: float = 5.0
+    extreme: float | None = 1000.0  # a magnitude where the naive form breaks (None: no such test)
+
+
+def _sum_exp(x, **kw):
+    return sg.sum(sg.exp(x), axis=-1, **kw)
+
+
+NAIVE = [
+    Naive("log_sum_exp", lambda x: sg.log(_sum_exp(x)), stable.LogSumExp),
+    Naive("log_sum_exp_axis0", lambda x: sg.log(sg.sum(sg.exp(x), axis=0)), stable.LogSumExp),
+    Naive("log_sum_exp_keepdims_via_index", lambda x: x - sg.log(_sum_exp(x))[:, None], stable.LogSoftmax),
+    Naive("log_weighted_sum_exp", lambda x, b: sg.log(sg.sum(sg.exp(b) * sg.exp(x), axis=-1)), stable.LogSumExp, 2),
+    Naive("log_mean_exp", lambda x: sg.log(sg.mean(sg.exp(x), axis=-1)), stable.LogSumExp),
+    Naive("logsumexp_of_log_weights", lambda x: sg.logsumexp(sg.log(sg.exp(x) + 1.0) + x, axis=-1), stable.LogSumExp),
+    Naive("softmax", lambda x: sg.exp(x) / _sum_exp(x, keepdims=True), stable.Softmax),
+    Naive("softmax_reciprocal", lambda x: sg.exp(x) * (1.0 / _sum_exp(x, keepdims=True)), stable.Softmax),
+    Naive(
+        "softmax_shifted", lambda x: sg.exp(x - 3.0) / sg.sum(sg.exp(x - 3.0), axis=-1, keepdims=True), stable.Softmax
+    ),
+    Naive(
+        "softmax_temperature",
+        lambda x: sg.exp(x / 0.25) / sg.sum(sg.exp(x / 0.25), axis=-1, keepdims=True),
+        stable.Softmax,
+        extreme=300.0,
+    ),
+    Naive("log_of_softmax", lambda x: sg.log(sg.softmax(x)), stable.LogSoftmax),
+    Naive("x_minus_log_sum_exp", lambda x: x - sg.log(_sum_exp(x, keepdims=True)), stable.LogSoftmax),
+    Naive("x_minus_logsumexp", lambda x: x - sg.logsumexp(x, axis=-1, keepdims=True), stable.LogSoftmax, extreme=None),
+    Naive("exp_of_log_softmax", lambda x: sg.exp(sg.log_softmax(x)), stable.Softmax, extreme=None),
+    Naive("log_add_exp", lambda a, b: sg.log(sg.exp(a) + sg.exp(b)), stable.LogAddExp, 2),
+    Naive("log_add_exp3", lambda a, b: sg.log(sg.exp(a) + sg.exp(b) + sg.exp(a - b)), stable.LogAddExp, 2, -3, 3),
+    Naive("log_exp_plus_constant", lambda a: sg.log(sg.exp(a) + 2.0), stable.LogAddExp),
+    Naive("log_diff_exp", lambda a, b: sg.log(sg.exp(a + 6.0) - sg.exp(b)), stable.LogDiffExp, 2, -2.0, 2.0),
+    Naive("softplus", lambda x: sg.log(1.0 + sg.exp(x)), stable.Softplus),
+    Naive("softplus_log1p", lambda x: sg.log1p(sg.exp(x)), stable.Softplus),
+    Naive("log_sigmoid_div", lambda x: sg.log(1.0 / (1.0 + sg.exp(-x))), stable.LogSigmoid),
+    Naive("log_sigmoid_neg", lambda x: -sg.log(1.0 + sg.exp(-x)), stable.LogSigmoid),
+    Naive("log_of_sigmoid", lambda x: sg.log(sg.sigmoid(x)), stable.LogSigmoid),
+    Naive("log_one_minus_sigmoid", lambda x: sg.log(1.0 - sg.sigmoid(x)), stable.LogSigmoid),
+    Naive("sigmoid", lambda x: 1.0 / (1.0 + sg.exp(-x)), stable.Sigmoid),
+    Naive("sigmoid_scaled", lambda x: 3.0 / (1.0 + sg.exp(-x)), stable.Sigmoid),
+    Naive("sigmoid_exp_ratio", lambda x: sg.exp(x) / (1.0 + sg.exp(x)), stable.Sigmoid),
+    Naive("one_minus_sigmoid", lambda x: 1.0 - sg.sigmoid(x), stable.Sigmoid, extreme=None),
+    Naive("log1mexp", lambda x: sg.log(1.0 - sg.exp(-sg.abs(x) - 1e-3)), stable.Log1mExp, extreme=None),
+    Naive("log1mexp_expm1", lambda x: sg.log(-sg.expm1(-sg.abs(x) - 1e-3)), stable.Log1mExp, extreme=None),
+    Naive(
+        "logit",
+        lambda x: sg.log((0.5 + 0.4 * sg.tanh(x)) / (1.0 - (0.5 + 0.4 * sg.tanh(x)))),
+        stable.Logit,
+        extreme=None,
+    ),
+    Naive("xlogy", lambda x: sg.abs(x) * sg.log(sg.abs(x)), stable.XLogY, extreme=None),
+    Naive("log_erfc", lambda x: sg.log(sg.erfc(x)), stable.LogErfc, extreme=30.0),
+    Naive(
+        "softmax_cross_entropy",
+        lambda x: -sg.sum(sg.softmax(x) * sg.log(sg.softmax(x * 2.0)), axis=-1),
+        stable.SoftmaxCrossEntropy,
+    ),
+]
+IDS = [n.name for n in NAIVE]
+
+
+def _inputs(naive: Naive, arrays):
+    return [sg.tensor(f"x{i}", shape=(None, None)) for i in range(naive.arity)], arrays
+
+
+def _compiled(naive: Naive, recognition: bool, with_grad: bool = False):
+    xs = [sg.tensor(f"x{i}", shape=(None, None)) for i in range(naive.arity)]
+    out = naive.fn(*xs)
+    outputs = [out]
+    if with_grad:
+        outputs += sg.grad(sg.sum(out * 0.75), xs, recognition=recognition)
+    return sg.function(xs, outputs, recognition=recognition)
+
+
+@pytest.mark.parametrize("naive", NAIVE, ids=IDS)
+def test_recognition_produces_the_stable_op(naive):
+    xs = [sg.tensor(f"x{i}", shape=(None, None)) for i in range(naive.arity)]
+    (out,) = recognise([naive.fn(*xs)], keep=xs)
+    ops = {type(n.op) for n in toposort([out])}
+    assert naive.produces in ops, f"{naive.name}: got {sorted(t.__name__ for t in ops)}"
+
+
+@pytest.mark.parametrize("naive", NAIVE, ids=IDS)
+@given(data=st.data())
+def test_recognised_agrees_with_naive_where_naive_is_finite(naive, data):
+    shape = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4)))
+    arrays = [
+        np.array(
+            data.draw(
+                st.lists(st.floats(naive.low, naive.high), min_size=shape[0] * shape[1], max_size=shape[0] * shape[1])
+            )
+        ).reshape(shape)
+        for _ in range(naive.arity)
+    ]
+    with np.errstate(all="ignore"):
+        plain = _compiled(naive, recognition=False, with_grad=True)(*arrays)
+    stable_ = _compiled(naive, recognition=True, with_grad=True)(*arrays)
+    for p, s in zip(plain, stable_):
+        finite = np.isfinite(p)
+        np.testing.assert_allclose(s[finite], p[finite], rtol=1e-9, atol=1e-12)
+
+
+EXTREME = [n for n in NAIVE if n.extreme is not None]
+
+
+@pytest.mark.parametrize("naive", EXTREME, ids=[n.name for n in EXTREME])
+def test_recognised_is_finite_where_naive_breaks(naive):
+    rng = np.random.default_rng(0)
+    big = naive.extreme
+    signs = np.array([[1.0, -1.0, 1.0], [-1.0, 1.0, -1.0]])  # both magnitudes in every row
+    arrays = [big * np.concatenate([signs, signs]) + rng.random((4, 3)) for _ in range(naive.arity)]
+    with np.errstate(all="ignore"):
+        plain = _compiled(naive, recognition=False, with_grad=True)(*arrays)
+    results = _compiled(naive, recognition=True, with_grad=True)(*arrays)
+    assert any(not np.all(np.isfinite(p)) for p in plain), f"{naive.name}: the naive form did not break here"
+    for r in results:
+        assert np.all(np.isfinite(r)), f"{naive.name}: {r}"
+
+
+def test_xlogx_is_zero_at_zero_with_finite_gradient_elsewhere():
+    x = sg.vector("x")
+    y = x * sg.log(x)
+    g = sg.grad(sg.sum(y), x)
+    value, grad = sg.function([x], [y, g])(np.array([0.0, 0.5, 1.0]))
+    np.testing.assert_allclose(value, [0.0, 0.5 * np.log(0.5), 0.0], atol=0)
+    np.testing.assert_allclose(grad[1:], [np.log(0.5) + 1, 1.0])
+
+
+def test_log_of_prod_of_positives_becomes_a_sum_of_logs():
+    x = sg.matrix("x")
+    f = sg.function([x], sg.log(sg.prod(sg.exp(x), axis=1)))
+    big = np.full((2, 400), 3.0)  # the product overflows: exp(1200)
+    np.testing.assert_allclose(f(big), [1200.0, 1200.0])
+    assert "Prod" not in [type(n.op).__name__ for n in f.nodes]
+
+
+def test_log_of_prod_of_signed_values_is_left_alone():
+    x = sg.vector("x")
+    f = sg.function([x], sg.log(sg.prod(x)))
+    np.testing.assert_allclose(f(np.array([-2.0, -3.0])), np.log(6.0))  # sum(log(x)) would be NaN
+
+
+def test_expm1_from_exp_minus_one():
+    x = sg.vector("x")
+    f = sg.function([x], [sg.exp(x) - 1.0, -1.0 + sg.exp(x)])
+    tiny = np.array([1e-20, -3e-18])
+    for out in f(tiny):
+        np.testing.assert_allclose(out, np.expm1(tiny), rtol=1e-15)
+
+
+def test_log1p_from_log_one_plus():
+    x = sg.vector("x")
+    f = sg.function([x], [sg.log(1.0 + x), sg.log(1.0 - x)])
+    tiny = np.array([1e-20, 3e-17])
+    np.testing.assert_allclose(f(tiny)[0], np.log1p(tiny), rtol=1e-15)
+    np.testing.assert_allclose(f(tiny)[1], np.log1p(-tiny), rtol=1e-15)
+
+
+def test_weighted_log_sum_exp_keeps_the_gradient_of_a_zero_weight_finite():
+    x, w = sg.vector("x"), sg.vector("w")
+    cost = sg.log(sg.sum(w * sg.exp(x)))
+    gx, gw = sg.grad(cost, [x, w])
+    values = sg.function([x, w], [cost, gx, gw])(np.array([1000.0, 999.0, 5.0]), np.array([0.5, 0.0, 1.0]))
+    for v in values:
+        assert np.all(np.isfinite(v))
+    np.testing.assert_allclose(values[0], 1000.0 + np.log(0.5), rtol=1e-15)
+    np.testing.assert_allclose(values[2][1], np.exp(999.0 - values[0]))
+
+
+def test_recognition_off_compiles_the_formula_as_written():
+    x = sg.vector("x")
+    naive = sg.log(sg.sum(sg.exp(x)))
+    f = sg.function([x], naive, recognition=False)
+    assert [type(n.op).__name__ for n in f.nodes] == ["Exp", "Sum", "Log"]
+    with np.errstate(over="ignore"):
+        assert np.isinf(f(np.array([1000.0])))
+    assert f.explain().strip() == "no rewrites changed the formulas as written"
+
+
+def test_log_odds_of_a_sigmoid_is_its_argument():
+    x = sg.vector("x")
+    p = sg.sigmoid(x)
+    f = sg.function([x], [sg.log(p / (1.0 - p)), sg.grad(sg.sum(sg.log(p / (1.0 - p))), x)])
+    assert not f.nodes or all(type(n.op).__name__ != "Log" for n in f.nodes)
+    values = np.array([-800.0, -3.0, 0.5, 40.0])
+    value, grad = f(values)
+    np.testing.assert_array_equal(value, values)
+    np.testing.assert_array_equal(grad, np.ones(4))
