@@ -1,8 +1,8 @@
 """Recognition: each naive formula becomes its stable primitive, agrees with the naive value
 wherever that is finite, and stays finite (value and gradient) where the naive one overflows."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pytest
