@@ -12,8 +12,10 @@ _INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "power": 
 
 def _op_label(op) -> tuple[str, list[str]]:
     params = []
-    for name in (f.name for f in dataclasses.fields(op)) if dataclasses.is_dataclass(op) else ():
-        value = getattr(op, name)
+    for field in dataclasses.fields(op) if dataclasses.is_dataclass(op) else ():
+        name, value = field.name, getattr(op, field.name)
+        if value == field.default and name not in ("axes", "axis"):
+            continue
         if name in ("axes", "axis") and isinstance(value, tuple) and len(value) == 1:
             value = value[0]
         if name == "keepdims" and not value:
@@ -22,8 +24,11 @@ def _op_label(op) -> tuple[str, list[str]]:
     return op.name, params
 
 
-def expression(v: Variable, depth: int = 4) -> str:
-    """v as a nested expression, e.g. `log(sum(exp(x), axis=1))`, cut off below `depth`."""
+def expression(v: Variable, depth: int = 4, bare: bool = True) -> str:
+    """v as a nested expression, e.g. `log(sum(exp(x), axis=1))`, cut off below `depth`.
+
+    `bare`: v stands alone or as a function argument, so an infix form needs no parentheses.
+    """
     if isinstance(v, Constant):
         return repr(v.data.item()) if v.data.size == 1 else f"const{tuple(v.data.shape)}"
     if v.owner is None:
@@ -32,12 +37,13 @@ def expression(v: Variable, depth: int = 4) -> str:
         return "…"
     node = v.owner
     name, params = _op_label(node.op)
+    if name in _INFIX and len(node.inputs) == 2:
+        a, b = (expression(x, depth - 1, bare=False) for x in node.inputs)
+        text = f"{a} {_INFIX[name]} {b}"
+        return text if bare else f"({text})"
     args = [expression(x, depth - 1) for x in node.inputs]
-    if name in _INFIX and len(args) == 2:
-        text = f"{args[0]} {_INFIX[name]} {args[1]}"
-        return text if depth >= 4 else f"({text})"
     if name == "negative":
-        return f"-{args[0]}"
+        return f"-{expression(node.inputs[0], depth - 1, bare=False)}"
     suffix = f"[{v.index}]" if len(node.outputs) > 1 else ""
     return f"{name}({', '.join(args + params)}){suffix}"
 

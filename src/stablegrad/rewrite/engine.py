@@ -18,6 +18,7 @@ graph: exceeding it raises `RewriteCycleError` naming the rule that kept firing.
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import math
 from collections import Counter
@@ -70,6 +71,14 @@ def rewrite(phase: Phase, kind: Kind, *roots: type):
         return Rewrite(fn, phase, kind, roots)
 
     return wrap
+
+
+_ACTIVE_LOG: contextvars.ContextVar[ChangeLog | None] = contextvars.ContextVar("active_log", default=None)
+
+
+def active_log() -> ChangeLog | None:
+    """The change log of the pass now running, for rules that rewrite nested bodies."""
+    return _ACTIVE_LOG.get()
 
 
 class RewriteCycleError(StableGradError, RuntimeError):
@@ -135,7 +144,12 @@ class Rebuilder:
 
     # -- public --------------------------------------------------------------------------------
     def __call__(self, outputs: Sequence[Variable]) -> list[Variable]:
-        return [self.canonical(v) for v in outputs]
+        token = _ACTIVE_LOG.set(self.log) if self.log is not None else None
+        try:
+            return [self.canonical(v) for v in outputs]
+        finally:
+            if token is not None:
+                _ACTIVE_LOG.reset(token)
 
     def canonical(self, root: Variable) -> Variable:
         """The rebuilt, rewritten equivalent of `root` (iterative: no recursion limit on deep graphs)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..graph.basic import Variable
+from ..graph.basic import Variable, substitute
 from . import canonicalize, specialize, stabilize
 from .engine import ChangeLog, Phase, Rebuilder, Rewrite
 
@@ -30,13 +30,24 @@ def run_phases(
     keep: Iterable[Variable] = (),
     log: ChangeLog | None = None,
 ) -> list[Variable]:
-    """`outputs` rebuilt through the given phases (in pipeline order); `keep` variables stay leaves."""
+    """`outputs` rebuilt through the given phases (in pipeline order); `keep` variables stay as they are.
+
+    A kept variable with an owner (an intermediate someone differentiates with
+    respect to) is hidden behind a stand-in leaf while rewriting, so no rule can
+    look through it and rewrite it away.
+    """
     wanted = set(phases)
-    keep = list(keep)
+    stand_ins = {v.id: Variable(v.type, name=v.name) for v in keep if v.owner is not None}
+    leaves = [v for v in keep if v.owner is None]
     result = list(outputs)
     for phase, rules in PIPELINE:
         if phase in wanted:
-            result = Rebuilder(rules, log=log, keep=keep)(result)
+            rebuild = Rebuilder(rules, log=log, keep=leaves)
+            rebuild.done.update(stand_ins)
+            result = rebuild(result)
+    if stand_ins:
+        originals = {v.id: v for v in keep}
+        result = substitute(result, {s.id: originals[k] for k, s in stand_ins.items()})
     return result
 
 

@@ -16,7 +16,7 @@ from ..ops.elementwise import Add, Divide, Multiply, Negative, Subtract
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.scan import Scan
-from .engine import Kind, Phase, rewrite
+from .engine import ChangeLog, Kind, Phase, active_log, rewrite
 from .patterns import add_terms, constant_value, fits, is_constant, is_negation, negate, owner
 
 _S = Phase.STABILIZE
@@ -364,15 +364,7 @@ def _positive(v: Variable) -> bool:
 def composite_body_recognised(node):
     """A user composite whose body has naive formulas → the same composite with a recognised body."""
     op = node.op
-    rewritten = getattr(op, "_recognised", None)
-    if rewritten is None:
-        from .pipeline import recognise
-
-        body = recognise(op.outputs, keep=op.inputs)
-        unchanged = all(a is b for a, b in zip(body, op.outputs))
-        rewritten = op if unchanged else op.with_body(op.inputs, body)
-        op._recognised = rewritten
-        rewritten._recognised = rewritten
+    rewritten = _recognised_body(op, op.inputs, op.outputs, lambda body: op.with_body(op.inputs, body))
     if rewritten is op:
         return None
     outputs = rewritten(*node.inputs)
@@ -383,19 +375,32 @@ def composite_body_recognised(node):
 def scan_body_recognised(node):
     """A loop whose step has naive formulas → the same loop with a recognised step (so its gradient is stable)."""
     op = node.op
-    rewritten = getattr(op, "_recognised", None)
-    if rewritten is None:
-        from .pipeline import recognise
-
-        inner = op.inner
-        body = recognise(inner.outputs, keep=inner.inputs)
-        unchanged = all(a is b for a, b in zip(body, inner.outputs))
-        rewritten = op if unchanged else op.with_body(body)
-        op._recognised = rewritten
-        rewritten._recognised = rewritten
+    rewritten = _recognised_body(op, op.inner.inputs, op.inner.outputs, op.with_body)
     if rewritten is op:
         return None
     return list(Apply(rewritten, node.inputs, [o.type for o in node.outputs], node.location).outputs)
+
+
+def _recognised_body(op, inputs, outputs, rebuild_op):
+    """The op with its body recognised (the op itself when nothing changed), cached on the op.
+
+    The body's changes are logged into the running pass's log every time, so
+    `explain` shows them however often the op is compiled.
+    """
+    cached = getattr(op, "_recognised", None)
+    if cached is None:
+        from .pipeline import recognise
+
+        changes = ChangeLog()
+        body = recognise(outputs, keep=inputs, log=changes)
+        unchanged = all(a is b for a, b in zip(body, outputs))
+        rewritten = op if unchanged else rebuild_op(body)
+        cached = op._recognised = (rewritten, changes.changes)
+        rewritten._recognised = (rewritten, [])
+    log = active_log()
+    if log is not None:
+        log.changes.extend(cached[1])
+    return cached[0]
 
 
 def _fields(op) -> tuple:

@@ -9,7 +9,7 @@ explicit pullback built from stable pieces.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import final
+from typing import ClassVar, final
 
 import numpy as np
 
@@ -38,6 +38,8 @@ class LogAddExp(SymbolicOp):
     and +inf operands share equally; the shift m cancels in the derivative, so
     `maximum`'s subgradient never decides a gradient.
     """
+
+    public_name: ClassVar[str] = "logaddexp"
 
     reads = Reads(inputs="all", outputs=())
 
@@ -94,6 +96,8 @@ class Log1mExp(SymbolicOp):
     both zeros and decays like -exp(x) far out.
     """
 
+    public_name: ClassVar[str] = "log1mexp"
+
     reads = Reads(inputs=(0,), outputs=(0,))
 
     def build(self, x):
@@ -124,6 +128,8 @@ class LogDiffExp(SymbolicOp):
     Pullback (reads operands and output): `(g · exp(a - out), -g · exp(b - out))`,
     0 at (-inf, -inf).
     """
+
+    public_name: ClassVar[str] = "logdiffexp"
 
     reads = Reads(inputs="all", outputs=(0,))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import final
+from typing import ClassVar, final
 
 from ...graph.basic import Reads
 from ..base import as_operands
@@ -27,6 +27,8 @@ class LogErfc(SymbolicOp):
     argument clamped to its side, so the unused branch is finite too.
     The pullback reads x: d/dx log erfc(x) = -(2/√π) / erfcx(x).
     """
+
+    public_name: ClassVar[str] = "log_erfc"
 
     reads = Reads(inputs=(0,))
 

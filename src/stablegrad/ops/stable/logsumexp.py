@@ -10,7 +10,7 @@ pieces, so first and second derivatives hold wherever the value does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import final
+from typing import ClassVar, final
 
 import numpy as np
 
@@ -55,6 +55,8 @@ class LogSumExp(SymbolicOp):
 
     Operands: x, then b if `weighted`, then the mask if `masked`.
     """
+
+    public_name: ClassVar[str] = "logsumexp"
 
     axes: tuple[int, ...] = ()
     keepdims: bool = False
@@ -212,6 +214,8 @@ class LogMeanExp(SymbolicOp):
     the logsumexp pullback.
     """
 
+    public_name: ClassVar[str] = "logmeanexp"
+
     axes: tuple[int, ...] = ()
     keepdims: bool = False
     masked: bool = False
@@ -268,6 +272,8 @@ class LogCumSumExp(Op):
     each part is `exp(x + reversed logcumsumexp(log|g| - out))`, bounded because
     out[i] >= x[j], and built from this op, so second derivatives come free.
     """
+
+    public_name: ClassVar[str] = "logcumsumexp"
 
     axis: int = 0
     reads = Reads(inputs=(0,), outputs=(0,))

@@ -9,7 +9,7 @@ with stable pieces so that they differentiate again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import final
+from typing import ClassVar, final
 
 import numpy as np
 
@@ -62,6 +62,8 @@ class Softmax(SymbolicOp):
     on rows with no live entry above -inf (their value is NaN, 0/0).
     """
 
+    public_name: ClassVar[str] = "softmax"
+
     axes: tuple[int, ...] = (-1,)
     masked: bool = False
 
@@ -95,6 +97,8 @@ class LogSoftmax(SymbolicOp):
     entries (a -inf entry gets its limit, ∂ls₀/∂x₀ = 1), 0 on rows with no live
     entry above -inf.
     """
+
+    public_name: ClassVar[str] = "log_softmax"
 
     axes: tuple[int, ...] = (-1,)
     masked: bool = False
@@ -166,6 +170,8 @@ class SoftmaxCrossEntropy(SymbolicOp):
     logits (`g · (softmax - onehot)` for indices), `-g · log_softmax` for
     probability labels.
     """
+
+    public_name: ClassVar[str] = "softmax_cross_entropy"
 
     axis: int = -1
     sparse: bool = False

@@ -9,7 +9,7 @@ body whose branches are both finite, and a pullback written with these same ops.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import final
+from typing import ClassVar, final
 
 import numpy as np
 
@@ -30,6 +30,8 @@ class Softplus(SymbolicOp):
     Stable: `max(x, 0) + log1p(exp(-|x|))`, exact to an ulp on the whole line.
     Pullback (reads the operand): `g · sigmoid(x)`.
     """
+
+    public_name: ClassVar[str] = "softplus"
 
     reads = READS_INPUTS
 
@@ -53,6 +55,8 @@ class Sigmoid(SymbolicOp):
     accurate.
     """
 
+    public_name: ClassVar[str] = "sigmoid"
+
     reads = Reads(inputs=(0,), outputs=(0,))
 
     def build(self, x):
@@ -74,6 +78,8 @@ class LogSigmoid(SymbolicOp):
     Pullback (reads the operand): `g · sigmoid(-x)`.
     """
 
+    public_name: ClassVar[str] = "log_sigmoid"
+
     reads = READS_INPUTS
 
     def build(self, x):
@@ -93,6 +99,8 @@ class Logit(SymbolicOp):
     `log(p) - log1p(-p)` elsewhere.
     Pullback (reads the operand): `g / (p (1 - p))`, NaN outside [0, 1].
     """
+
+    public_name: ClassVar[str] = "logit"
 
     reads = READS_INPUTS
 

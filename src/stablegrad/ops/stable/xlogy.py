@@ -9,7 +9,7 @@ where x = 0 without a division by y there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import final
+from typing import ClassVar, final
 
 import numpy as np
 
@@ -30,6 +30,8 @@ class XLogY(SymbolicOp):
     Pullback (reads both operands): ∂x = `g · log(y)` (-inf at y = 0), ∂y =
     `g · x / y`, with y replaced by 1 where x = y = 0 so that ∂y = 0 there.
     """
+
+    public_name: ClassVar[str] = "xlogy"
 
     reads = READS_INPUTS
 
@@ -52,6 +54,8 @@ class XLog1PY(SymbolicOp):
     Pullback (reads both operands): ∂x = `g · log1p(y)`, ∂y = `g · x / (1 + y)`,
     with 1 + y replaced by 1 where x = 0, y = -1.
     """
+
+    public_name: ClassVar[str] = "xlog1py"
 
     reads = READS_INPUTS
 

@@ -1,0 +1,126 @@
+"""The pipeline end to end: composites, late inlining, recognise-before-grad, explain."""
+
+import inspect
+import time
+
+import numpy as np
+import pytest
+
+import stablegrad as sg
+from stablegrad.ops.composite import OpFromGraph, SymbolicOp
+from stablegrad.ops.stable import LogSumExp
+
+
+def _op_types(f):
+    return {type(n.op) for n in f.nodes}
+
+
+def _naive_softmax(z):
+    e = sg.exp(z)
+    return e / sg.sum(e, axis=-1, keepdims=True)
+
+
+def test_naive_softmax_inside_a_composite_is_repaired_value_and_gradient():
+    z = sg.vector("z")
+    composite = OpFromGraph([z], [_naive_softmax(z)])
+    x = sg.vector("x")
+    y = composite(x)
+    g = sg.grad(y[0], x)
+    value, grad = sg.function([x], [y, g])(np.array([1000.0, 999.0, 998.0]))
+    expected = np.exp([0.0, -1.0, -2.0]) / np.exp([0.0, -1.0, -2.0]).sum()
+    np.testing.assert_allclose(value, expected, rtol=1e-14)
+    np.testing.assert_allclose(grad, expected[0] * (np.eye(3)[0] - expected), rtol=1e-13, atol=1e-16)
+
+
+def test_nested_composites_are_recognised_and_inlined():
+    z = sg.vector("z")
+    inner = OpFromGraph([z], [sg.log(sg.sum(sg.exp(z)))])
+    w = sg.vector("w")
+    outer = OpFromGraph([w], [inner(w) * 2.0])
+    x = sg.vector("x")
+    cost = outer(x)
+    f = sg.function([x], [cost, sg.grad(cost, x)])
+    value, grad = f(np.array([1000.0, 1000.0]))
+    np.testing.assert_allclose(value, 2 * (1000.0 + np.log(2.0)))
+    np.testing.assert_allclose(grad, [1.0, 1.0])
+    assert not any(issubclass(t, OpFromGraph | SymbolicOp) for t in _op_types(f))
+    assert any("logsumexp_from_naive" in line for line in f.explain().splitlines())
+
+
+def test_a_symbolic_op_body_is_not_recognised_again_and_compiling_terminates():
+    x = sg.matrix("x")
+    start = time.perf_counter()
+    f = sg.function([x], [sg.logsumexp(x, axis=1), sg.grad(sg.sum(sg.logsumexp(x, axis=1)), x)])
+    assert time.perf_counter() - start < 5.0
+    assert LogSumExp not in _op_types(f)
+    assert not any(c.rule == "logsumexp_from_naive" for c in f.changes.changes)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x: sg.logsumexp(x, axis=1),
+        lambda x: sg.softmax(x),
+        lambda x: sg.log_softmax(x),
+        lambda x: sg.logaddexp(x, 2 * x),
+        lambda x: sg.softplus(x),
+        lambda x: sg.log_sigmoid(x),
+        lambda x: sg.log1mexp(-sg.abs(x)),
+        lambda x: sg.logsumexp(x, axis=1, b=x),
+    ],
+)
+def test_compiled_stable_ops_leave_no_composite_after_specialize(build):
+    x = sg.matrix("x")
+    y = build(x)
+    f = sg.function([x], [y, sg.grad(sg.sum(y), x)])
+    assert not any(issubclass(t, OpFromGraph | SymbolicOp) for t in _op_types(f))
+
+
+def test_grad_recognises_before_differentiating():
+    x = sg.vector("x")
+    cost = sg.log(sg.sum(sg.exp(x)))
+    g = sg.function([x], sg.grad(cost, x))(np.array([1000.0, 0.0]))
+    np.testing.assert_allclose(g, [1.0, np.exp(-1000.0)])
+    with np.errstate(all="ignore"):
+        naive = sg.function([x], sg.grad(cost, x, recognition=False), recognition=False)(np.array([1000.0, 0.0]))
+    assert np.isnan(naive).any()  # what recognising first saves us from
+
+
+def test_grad_with_respect_to_an_intermediate_keeps_it():
+    x = sg.vector("x")
+    e = sg.exp(x)
+    cost = sg.log(sg.sum(e))
+    g = sg.grad(cost, e)  # recognition must not rewrite e away
+    np.testing.assert_allclose(sg.function([x], g)(np.zeros(2)), [0.5, 0.5])
+
+
+def test_explain_names_the_users_line_and_the_rewrite():
+    x = sg.matrix("x")
+    y = sg.log(sg.sum(sg.exp(x), axis=1))
+    line = inspect.currentframe().f_lineno - 1
+    f = sg.function([x], y)
+    text = f.explain()
+    assert f"test_pipeline.py:{line}  log(sum(exp(x), axis=1))  →  logsumexp(x, axis=1)" in text
+    assert sg.explain(y) == text
+
+
+def test_dprint_lists_every_node():
+    x = sg.vector("x")
+    text = sg.dprint(sg.log1p(sg.exp(x)) * 2.0)
+    assert text.splitlines() == [
+        "%0 = exp(x)  : float64[?]",
+        "%1 = log1p(%0)  : float64[?]",
+        "%2 = multiply(%1, 2.0)  : float64[?]",
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float16", "float32"])
+def test_integer_and_low_precision_graphs_compile_as_fast_as_float64(dtype):
+    def compile_seconds(dt):
+        x = sg.matrix("x", dtype=dt)
+        start = time.perf_counter()
+        sg.function([x], [sg.logsumexp(x, axis=1), sg.log_softmax(x), sg.logaddexp(x, x)])
+        return time.perf_counter() - start
+
+    compile_seconds("float64")
+    assert compile_seconds(dtype) < 5 * compile_seconds("float64") + 0.05
