@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .errors import GradientError
-from .graph.basic import Constant, Variable, Zero, ancestors, toposort
+from .errors import GradientError, attributed_to
+from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, toposort
+from .ops.base import Elementwise
 from .ops.creation import ones_like, zeros_like
 from .ops.elementwise import astype
 from .ops.shape import reduce_to, shape_tuple
@@ -26,6 +27,7 @@ def _recognise(cost: Variable, wrt: Sequence[Variable]) -> Variable:
     return recognise_for_grad(cost, wrt)
 
 
+@paused_gc()
 def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = True):
     """Gradient of a scalar `cost` w.r.t. one variable or a list of them, as graph.
 
@@ -45,11 +47,13 @@ def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = T
     if recognition:
         cost = _recognise(cost, targets)
     grads = _backpropagate([(cost, ones_like(cost))], targets)
-    reachable = {v.id for v in ancestors([cost])}
+    reachable: set[int] | None = None  # walked only if some wrt got no gradient
     result = []
     for i, w in enumerate(targets):
         g = grads.get(w.id)
         if g is None:
+            if reachable is None:
+                reachable = {v.id for v in ancestors([cost])}
             if w.id not in reachable and disconnected == "raise":
                 raise GradientError(
                     f"grad: wrt[{i}] {_describe(w)} is not part of the cost's graph "
@@ -113,19 +117,36 @@ def _backpropagate(seeds: Sequence[tuple[Variable, Variable]], targets: Sequence
         if all(g is None for g in found):
             continue
         out_grads = [g if g is not None else zeros_like(o) for g, o in zip(found, node.outputs)]
-        in_grads = node.op.pullback(node.inputs, node.outputs, out_grads)
-        for v, g in zip(node.inputs, in_grads):
+        with attributed_to(node.location):  # the gradient's nodes belong to the user's line, not to grad()'s
+            in_grads = node.op.pullback(node.inputs, node.outputs, out_grads)
+        for i, (v, g) in enumerate(zip(node.inputs, in_grads)):
             if v.id not in depends or isinstance(g, Zero) or not v.type.is_float():
                 continue
-            g = _fit(g, v)
+            g = _fit(g, v, _keeps_shape(node, i))
             previous = grads.get(v.id)
             grads[v.id] = g if previous is None else previous + g
     return grads
 
 
-def _fit(g: Variable, v: Variable) -> Variable:
-    """g summed over the axes along which v was broadcast, in v's dtype."""
-    if g.type.shape != v.type.shape or None in v.type.shape:
+def _keeps_shape(node: Apply, i: int) -> bool:
+    """Whether operand i of an elementwise node surely has the output's run-time shape.
+
+    True when every other operand is all ones (a scalar, a bias of shape (1, 1), ...)
+    and cannot widen it.  Then the gradient of operand i needs no `reduce_to`, even
+    where extents are unknown; skipping it keeps the gradient of a long elementwise
+    chain on symbolic shapes at one node per rule instead of three.
+    """
+    if not isinstance(node.op, Elementwise) or node.inputs[i].ndim != node.outputs[0].ndim:
+        return False
+    return all(all(d == 1 for d in u.type.shape) for k, u in enumerate(node.inputs) if k != i)
+
+
+def _fit(g: Variable, v: Variable, same_shape: bool = False) -> Variable:
+    """g summed over the axes along which v was broadcast, in v's dtype.
+
+    `same_shape`: g is known to have v's run-time shape, so only static shapes need comparing.
+    """
+    if g.type.shape != v.type.shape or (None in v.type.shape and not same_shape):
         g = reduce_to(g, shape_tuple(v))
     return g if g.dtype == v.dtype else astype(g, v.dtype)
 

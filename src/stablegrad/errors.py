@@ -7,16 +7,32 @@ is cheap enough (about a microsecond) to do for every node that is built.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+#: while a pullback runs, the graph it builds is attributed to the forward node it differentiates
+_attributed: list[tuple[str, int] | None] = []
+
+
+@contextlib.contextmanager
+def attributed_to(location: tuple[str, int] | None):
+    """Nodes built inside this block record `location` (the user line they stem from) as theirs."""
+    _attributed.append(location)
+    try:
+        yield
+    finally:
+        _attributed.pop()
 
 
 def user_location() -> tuple[str, int] | None:
     """(filename, line) of the innermost caller outside stablegrad, or None."""
+    if _attributed and _attributed[-1] is not None:
+        return _attributed[-1]
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    # contextlib's frames sit between ours when a function of ours is a context-manager decorator
+    while frame is not None and frame.f_code.co_filename.startswith((_PACKAGE_DIR, contextlib.__file__)):
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
         return None
@@ -57,3 +73,7 @@ class InputError(StableGradError, TypeError):
 
 class ExecutionError(StableGradError, RuntimeError):
     """An op failed while running; names the op and where its node was built."""
+
+
+class NonFiniteError(StableGradError, FloatingPointError):
+    """A node produced inf or NaN from finite operands (`function(..., check_finite=True)`)."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import ExecutionError
+from ..errors import ExecutionError, StableGradError
 from ..graph.basic import Apply, Constant, Op, Variable, toposort
 
 IMPLEMENTATIONS: dict[type, Callable[[Op], Callable]] = {}
@@ -73,30 +73,37 @@ class Program:
         self.nodes = nodes
 
     def run(self, values: Sequence[np.ndarray]) -> list:
+        with np.errstate(all="ignore"):
+            return self.run_unguarded(values)
+
+    def run_unguarded(self, values: Sequence[np.ndarray]) -> list:
+        """`run` for a caller that has already entered `np.errstate(all="ignore")` (a loop's body)."""
         storage: list = [None] * self.nslots
         for s, data in self.constants:
             storage[s] = data
         for s, v in zip(self.input_slots, values):
             storage[s] = v
-        with np.errstate(all="ignore"):
-            for fn, ins, out, single, frees, node in self.steps:
-                try:
-                    result = fn(*[storage[s] for s in ins])
-                except Exception as exc:
-                    raise _execution_error(node, exc) from exc
-                if single:
-                    storage[out] = result  # type: ignore[index]
-                else:
-                    for s, r in zip(out, result):  # type: ignore[arg-type]
-                        storage[s] = r
-                for s in frees:
-                    storage[s] = None
+        for fn, ins, out, single, frees, node in self.steps:
+            try:
+                result = fn(*[storage[s] for s in ins])
+            except Exception as exc:
+                raise _execution_error(node, exc) from exc
+            if single:
+                storage[out] = result  # type: ignore[index]
+            else:
+                for s, r in zip(out, result):  # type: ignore[arg-type]
+                    storage[s] = r
+            for s in frees:
+                storage[s] = None
         return [storage[s] for s in self.output_slots]
 
 
 def _execution_error(node: Apply, exc: Exception) -> ExecutionError:
+    if isinstance(exc, StableGradError):  # raised by the op itself (a loop's body): it says what and where
+        return ExecutionError(exc.message, location=exc.location)
     shapes = ", ".join(str(np.shape(v.data)) if isinstance(v, Constant) else str(v.type) for v in node.inputs)
-    return ExecutionError(f"{node.op.name}: {exc} (operands {shapes})", location=node.location)
+    message = str(exc).strip()  # NumPy's broadcast message ends in a space
+    return ExecutionError(f"{node.op.name}: {message} (operands {shapes})", location=node.location)
 
 
 def _schedule(nodes: list[Apply]) -> list[Apply]:

@@ -351,9 +351,12 @@ class Op:
     #: number of outputs of every node of this op
     nout: ClassVar[int] = 1
 
+    #: the NumPy/SciPy name of the function this op implements, where the class name does not say it
+    public_name: ClassVar[str | None] = None
+
     @property
     def name(self) -> str:
-        return _snake(type(self).__name__)
+        return self.public_name or _snake(type(self).__name__)
 
     def infer(self, *inputs: Variable) -> list[TensorType]:
         """The output types for these inputs; raises a StableGradError on misuse."""
@@ -479,5 +482,14 @@ def substitute(outputs: Sequence[Variable], replacements: dict[int, Variable]) -
 
 
 def graph_inputs(outputs: Iterable[Variable]) -> list[Variable]:
-    """The non-constant leaves of the graph of `outputs`."""
-    return [v for v in ancestors(outputs) if v.owner is None and not isinstance(v, Constant)]
+    """The non-constant leaves of the graph of `outputs` (in the order `ancestors` lists them)."""
+    outputs = list(outputs)
+    leaves: dict[int, Variable] = {}
+    for node in toposort(outputs):  # only leaves are kept: no dict of every variable, as `ancestors` builds
+        for v in node.inputs:
+            if v.owner is None and not isinstance(v, Constant):
+                leaves.setdefault(v.id, v)
+    for v in outputs:
+        if v.owner is None and not isinstance(v, Constant):
+            leaves.setdefault(v.id, v)
+    return list(leaves.values())

@@ -31,13 +31,26 @@ def as_operands(*args) -> list[Variable]:
 
     A Python scalar takes the dtype NumPy would give it next to the other operands,
     so `float32_var * 2.0` stays float32 and `int_var + 2.5` becomes float64.
+    Unknown extents (`x.shape[i]`, `x.size`) are weak next to floats too: NumPy has
+    them as Python ints, so `x / x.shape[1]` keeps x's dtype whether or not the extent
+    is static.  (Next to small integer types they stay int64: a cast could wrap.)
     """
-    if all(isinstance(a, Variable) for a in args):
+    extents = [_is_extent(a) for a in args]
+    if not any(extents) and all(isinstance(a, Variable) for a in args):
         return list(args)
-    strong = [a.dtype if isinstance(a, Variable) else np.asarray(a).dtype for a in args if not _is_scalar(a)]
+    strong = [
+        a.dtype if isinstance(a, Variable) else np.asarray(a).dtype
+        for a, extent in zip(args, extents)
+        if not (extent or _is_scalar(a))
+    ]
     result = []
-    for a in args:
-        if isinstance(a, Variable):
+    weak_dtype = np.result_type(*strong, 0) if strong else None
+    for a, extent in zip(args, extents):
+        if extent and weak_dtype is not None and weak_dtype.kind in "fc":
+            from .elementwise import astype
+
+            result.append(astype(a, weak_dtype))
+        elif isinstance(a, Variable):
             result.append(a)
         elif _is_scalar(a):
             dtype = np.result_type(*strong, a) if strong else np.asarray(a).dtype
@@ -49,6 +62,21 @@ def as_operands(*args) -> list[Variable]:
 
 def _is_scalar(a) -> bool:
     return isinstance(a, _PYTHON_SCALARS) and not isinstance(a, np.generic)
+
+
+_EXTENT_ARITHMETIC = ("add", "subtract", "multiply", "floor_divide")
+
+
+def _is_extent(a) -> bool:
+    """A 0-d int64 computed from extents only (ShapeDim, and +, -, *, // of those and int constants)."""
+    if not isinstance(a, Variable) or a.ndim != 0 or a.dtype != np.int64 or a.owner is None:
+        return False
+    op = a.owner.op
+    if op.name == "shape_dim":
+        return True
+    return op.name in _EXTENT_ARITHMETIC and all(
+        _is_extent(v) or (isinstance(v, Constant) and v.ndim == 0 and v.dtype.kind == "i") for v in a.owner.inputs
+    )
 
 
 def zero_grad(x: Variable) -> Zero:

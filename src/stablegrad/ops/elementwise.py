@@ -12,7 +12,7 @@ from typing import final
 
 import numpy as np
 
-from ..graph.basic import READS_NOTHING, READS_OUTPUTS, Constant, Reads, Variable
+from ..graph.basic import ALL, READS_NOTHING, READS_OUTPUTS, Constant, Reads, Variable
 from ..graph.types import TensorType, broadcast_shapes
 from .base import Elementwise, as_operands, zero_grad
 
@@ -77,6 +77,8 @@ class Divide(Elementwise):
 @dataclass(frozen=True)
 class Power(Elementwise):
     """x ** y.  The y-gradient is 0 where x = 0 (the limit of x**y for y > 0), not 0 * -inf."""
+
+    reads = Reads(inputs=ALL, outputs=(0,))  # the y-gradient is g * out * log(x)
 
     def perform(self, x, y):
         return np.power(x, y)

@@ -16,7 +16,7 @@ from typing import final
 import numpy as np
 
 from ..errors import ShapeError
-from ..graph.basic import Op, Reads, Variable
+from ..graph.basic import Constant, Op, Reads, Variable
 from ..graph.types import Shape, TensorType, broadcast_shapes
 from .base import as_operands, as_tensor, zero_grad
 from .shape import reduce_to, shape_tuple
@@ -66,6 +66,12 @@ def indexed_shape(op: str, x_shape: Shape, spec: tuple, arrays: list[Variable]) 
                 pieces.append(("adv", (None,)))
                 axis += arr.ndim
             else:
+                n = x_shape[axis]
+                if isinstance(arr, Constant) and arr.data.size and n is not None:
+                    low, high = int(arr.data.min()), int(arr.data.max())
+                    if low < -n or high >= n:
+                        bad = high if high >= n else low
+                        raise ShapeError(f"{op}: index {bad} is out of bounds for axis {axis} with size {n}")
                 pieces.append(("adv", arr.type.shape))
                 axis += 1
     pieces.append(("basic", tuple(x_shape[axis:])))
@@ -144,7 +150,9 @@ class IndexUpdate(Op):
             flat = []
             for entry in index:
                 flat.extend(np.nonzero(entry) if isinstance(entry, np.ndarray) and entry.dtype == np.bool_ else [entry])
-            np.add.at(out, tuple(flat), v)
+            # v broadcast by hand: NumPy 2.4's add.at reads garbage when a 1-d v must
+            # broadcast against a multi-dimensional index (add.at(zeros(3), [[0, 1], [2, 1]], [1., 10.]))
+            np.add.at(out, tuple(flat), np.broadcast_to(v, out[tuple(flat)].shape))
         else:
             out[index] += v
         return out

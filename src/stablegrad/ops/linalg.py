@@ -153,6 +153,8 @@ def dot(a, b):
         return matmul(a, b)
     letters = string.ascii_letters
     ta = letters[: a.ndim]
+    if b.ndim == 1:  # contract a's last axis with b's only one
+        return Einsum(f"{ta},{ta[-1]}->{ta[:-1]}")(a, b)
     tb = letters[a.ndim : a.ndim + b.ndim - 2] + ta[-1] + letters[a.ndim + b.ndim - 2]
     out = ta[:-1] + tb[:-2] + tb[-1]
     return Einsum(f"{ta},{tb}->{out}")(a, b)

@@ -15,7 +15,7 @@ import scipy.special as sps
 
 from ..graph.basic import READS_OUTPUTS, Reads
 from .base import Elementwise, as_operands
-from .elementwise import square
+from .elementwise import abs, less, square, where
 
 _LN2 = _pymath.log(2.0)
 _LN10 = _pymath.log(10.0)
@@ -53,15 +53,14 @@ class Exp2(Elementwise):
 @final
 @dataclass(frozen=True)
 class Expm1(Elementwise):
-    """e**x - 1, accurate near 0; reads its output: d = out + 1."""
-
-    reads = READS_OUTPUTS
+    """e**x - 1, accurate near 0.  The derivative is e**x, not out + 1: that cancels
+    for x < 0 (half the digits gone by x = -18, all by x = -37, where out rounds to -1)."""
 
     def perform(self, x):
         return np.expm1(x)
 
     def pullback(self, inputs, outputs, grads):
-        return [grads[0] * (outputs[0] + 1)]
+        return [grads[0] * exp(inputs[0])]
 
 
 @final
@@ -153,15 +152,19 @@ class Tan(Elementwise):
 @final
 @dataclass(frozen=True)
 class Tanh(Elementwise):
-    """Hyperbolic tangent; reads its output: d tanh = 1 - tanh²."""
+    """Hyperbolic tangent.  d tanh = 1 - tanh² near 0 (from the output), but that cancels
+    once |tanh| nears 1 (all digits lost by |x| ~ 19), so beyond |x| = 1/2 it is
+    sech² = 4e / (1 + e)² with e = exp(-2|x|), accurate out to where it underflows."""
 
-    reads = READS_OUTPUTS
+    reads = Reads(inputs=(0,), outputs=(0,))
 
     def perform(self, x):
         return np.tanh(x)
 
     def pullback(self, inputs, outputs, grads):
-        return [grads[0] * (1 - square(outputs[0]))]
+        (x,), (out,), (g,) = inputs, outputs, grads
+        e = exp(-2 * abs(x))
+        return [g * where(less(abs(x), 0.5), 1 - square(out), 4 * e / square(1 + e))]
 
 
 @final

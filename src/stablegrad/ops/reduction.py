@@ -6,6 +6,7 @@ re-inserts the reduced axes and broadcasts back to the operand's shape.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any as _Any
 from typing import final
@@ -15,7 +16,7 @@ import numpy as np
 from ..graph.basic import READS_NOTHING, Op, Reads, Variable
 from ..graph.types import TensorType, normalize_axis
 from .base import as_operands, zero_grad
-from .elementwise import astype, equal, logical_and, logical_not, sqrt, square, where
+from .elementwise import astype, equal, logical_not, maximum, sqrt, square, where
 from .shape import ExpandDims, broadcast_to, shape_tuple
 
 
@@ -62,25 +63,27 @@ class Prod(Reduction):
     """Product over axes.
 
     The gradient of entry i is the product of the *other* entries; dividing the
-    total by x_i would give 0/0 at zeros, so zeros are counted and handled apart.
+    total by x_i would give 0/0 at zeros, so zeros are handled apart — and so that
+    the gradient's own derivative (the Hessian) is right at zeros too, the zero
+    entries stay in the formula as values (`zero_prod`, `other_zeros`) rather than
+    being replaced by the constants they equal.
     """
 
-    reads = Reads(inputs=(0,), outputs=(0,))
+    reads = Reads(inputs=(0,))
 
     def perform(self, x):
         return np.prod(x, axis=self.axes, keepdims=self.keepdims)
 
     def pullback(self, inputs, outputs, grads):
-        (x,), (out,), (g,) = inputs, outputs, grads
+        (x,), (g,) = inputs, grads
         is_zero = equal(x, 0)
-        zeros = Sum(self.axes, keepdims=True)(astype(is_zero, np.int64))
-        prod_nonzero = Prod(self.axes, keepdims=True)(where(is_zero, 1, x))
-        full = out if self.keepdims else ExpandDims(self.axes)(out) if self.axes else out
-        others = where(
-            equal(zeros, 0),
-            full / where(is_zero, 1, x),
-            where(logical_and(is_zero, equal(zeros, 1)), prod_nonzero, 0),
-        )
+        zeros = Sum(self.axes, keepdims=True)(astype(is_zero, x.dtype))
+        nonzero_prod = Prod(self.axes, keepdims=True)(where(is_zero, 1, x))
+        zero_prod = Prod(self.axes, keepdims=True)(where(is_zero, x, 1))  # 0 where a zero is, 1 elsewhere
+        # at a zero entry: the product of the *other* zeros (1, the other one, or 0)
+        zero_sum = Sum(self.axes, keepdims=True)(where(is_zero, x, 0))
+        other_zeros = where(equal(zeros, 1), 1, where(equal(zeros, 2), zero_sum - x, 0))
+        others = where(is_zero, nonzero_prod * other_zeros, nonzero_prod * zero_prod / where(is_zero, 1, x))
         return [self._restore(g, x) * others]
 
 
@@ -223,9 +226,11 @@ def argmin(x, axis=None, keepdims=False):
 
 def count(x: Variable, axes: tuple[int, ...], dtype) -> _Any:
     """Number of entries in the reduced axes: a Python int when known, else a 0-d tensor."""
-    n: _Any = 1
-    for a in axes:
-        n = n * shape_tuple(x)[a]
+    dims = [shape_tuple(x)[a] for a in axes]
+    n: _Any = math.prod(d for d in dims if isinstance(d, int))
+    for d in dims:
+        if not isinstance(d, int):
+            n = d if isinstance(n, int) and n == 1 else n * d
     return n if isinstance(n, int) else astype(n, dtype)
 
 
@@ -244,12 +249,15 @@ def var(x, axis=None, ddof: int = 0, keepdims=False):
     if not x.type.is_float():
         x = astype(x, np.float64)
     centred = x - mean(x, axes, keepdims=True)
-    n = count(x, axes, x.dtype)
-    return Sum(axes, bool(keepdims))(square(centred)) / (n - ddof)
+    dof = count(x, axes, x.dtype) - ddof  # NumPy clamps at 0: too few entries give 0/0 = nan
+    dof = (dof if dof > 0 else 0) if isinstance(dof, int | float) else maximum(dof, 0)
+    return Sum(axes, bool(keepdims))(square(centred)) / dof
 
 
 def std(x, axis=None, ddof: int = 0, keepdims=False):
     """Standard deviation over `axis`."""
+    (x,) = as_operands(x)
+    normalize_axis(axis, x.ndim, "std")  # so that a bad axis is reported as std's, not var's
     return sqrt(var(x, axis=axis, ddof=ddof, keepdims=keepdims))
 
 

@@ -160,10 +160,14 @@ def transpose(x, axes=None):
 def moveaxis(x, source, destination):
     """Move axes to new positions, others keep their order (numpy.moveaxis)."""
     (x,) = as_operands(x)
-    src = [a % x.ndim for a in ((source,) if isinstance(source, int) else source)]
-    dst = [a % x.ndim for a in ((destination,) if isinstance(destination, int) else destination)]
+    src = [source] if isinstance(source, int | np.integer) else list(source)
+    dst = [destination] if isinstance(destination, int | np.integer) else list(destination)
+    # validate before wrapping: `a % ndim` would silently accept an axis out of range
     normalize_axis(tuple(src), x.ndim, "moveaxis", "source")
     normalize_axis(tuple(dst), x.ndim, "moveaxis", "destination")
+    if len(src) != len(dst):
+        raise ShapeError(f"moveaxis: source {source!r} and destination {destination!r} differ in length")
+    src, dst = [int(a) % x.ndim for a in src], [int(a) % x.ndim for a in dst]
     order = [a for a in range(x.ndim) if a not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)

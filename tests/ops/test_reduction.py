@@ -1,0 +1,266 @@
+"""Reductions (stablegrad.ops.reduction): sum, prod, max, min, mean, var, std, argmax, argmin, any, all.
+
+Each is checked against NumPy for value, dtype and shape over hypothesis shapes (size-0
+and size-1 extents, static and unknown extents) and every `axis` form (int, negative int,
+tuple, None) with and without `keepdims`; float reductions also for their pullback
+against finite differences at first and second order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import hypothesis.extra.numpy as hnp
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import stablegrad as sg
+from stablegrad.ops import reduction as r
+from stablegrad.ops.elementwise import Cast, Compare, Logical
+from stablegrad.testing import check_grads
+
+from .helpers import (
+    FLOATS,
+    assert_grad_exactly_zero,
+    assert_same,
+    assert_zero_pullback,
+    distinct,
+    evaluate,
+    float32_examples,
+    numpy_value,
+    pullback_examples,
+    seeds,
+    shapes,
+    symbols,
+    value_examples,
+)
+
+
+def _real(rng, shape, dtype):
+    return np.asarray(rng.uniform(-2, 2, shape), dtype)
+
+
+def _with_zeros(rng, shape, dtype):
+    """Mostly ±U(0.5, 1.5), with exact zeros: prod is a polynomial, smooth through them."""
+    values = rng.choice([-1, 1], shape) * rng.uniform(0.5, 1.5, shape)
+    return np.asarray(np.where(rng.random(shape) < 0.2, 0.0, values), dtype)
+
+
+def _distinct(rng, shape, dtype):
+    return distinct(rng, shape, dtype) if math.prod(shape) else np.zeros(shape, dtype)
+
+
+def _ints(rng, shape, dtype):
+    return np.asarray(rng.integers(-3, 3, shape, endpoint=True), dtype)
+
+
+def _bools(rng, shape, dtype):
+    return rng.random(shape) < 0.5
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction under test: `fn(x, axis, keepdims)` and its NumPy reference.
+
+    `grad`: "fd" (finite differences), "none" (integer/boolean result: the pullback hands back
+    typed zeros) or "zero" (a composite whose gradient must come out exactly zero).
+    `min_count`: the pullback is checked only where each reduction covers more entries.
+    `single_axis`: axis is an int or None only (argmax, argmin).
+    """
+
+    name: str
+    fn: Callable
+    ref: Callable
+    domain: Callable
+    ops: tuple[type, ...]
+    grad: str = "fd"
+    dtypes: tuple[str, ...] = (*FLOATS, "int64", "int32")
+    min_count: int = 0
+    single_axis: bool = False
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _kw(fn):
+    return lambda x, axis, keepdims: fn(x, axis=axis, keepdims=keepdims)
+
+
+REDUCTIONS = [
+    Reduction("sum", _kw(sg.sum), _kw(np.sum), _real, (r.Sum,)),
+    Reduction("sum_method", lambda x, a, k: x.sum(axis=a, keepdims=k), _kw(np.sum), _real, (r.Sum,)),
+    Reduction("prod", _kw(sg.prod), _kw(np.prod), _with_zeros, (r.Prod,)),
+    Reduction("prod_method", lambda x, a, k: x.prod(axis=a, keepdims=k), _kw(np.prod), _with_zeros, (r.Prod,)),
+    Reduction("max", _kw(sg.max), _kw(np.max), _distinct, (r.Max,), min_count=1),
+    Reduction("max_method", lambda x, a, k: x.max(axis=a, keepdims=k), _kw(np.max), _distinct, (r.Max,), min_count=1),
+    Reduction("amax", _kw(sg.amax), _kw(np.amax), _distinct, (r.Max,), min_count=1),
+    Reduction("min", _kw(sg.min), _kw(np.min), _distinct, (r.Min,), min_count=1),
+    Reduction("min_method", lambda x, a, k: x.min(axis=a, keepdims=k), _kw(np.min), _distinct, (r.Min,), min_count=1),
+    Reduction("mean", _kw(sg.mean), _kw(np.mean), _real, (r.Sum, Cast), min_count=1),
+    Reduction("mean_method", lambda x, a, k: x.mean(axis=a, keepdims=k), _kw(np.mean), _real, (r.Sum,), min_count=1),
+    Reduction("var", _kw(sg.var), _kw(np.var), _real, (r.Sum,), min_count=1),
+    Reduction(
+        "var_ddof1",
+        lambda x, a, k: sg.var(x, axis=a, ddof=1, keepdims=k),
+        lambda x, a, k: np.var(x, axis=a, ddof=1, keepdims=k),
+        _real,
+        (r.Sum,),
+        min_count=2,
+    ),
+    # std: distinct entries keep it away from 0, where sqrt has no derivative
+    Reduction("std", _kw(sg.std), _kw(np.std), _distinct, (r.Sum,), min_count=2),
+    Reduction(
+        "std_ddof1",
+        lambda x, a, k: sg.std(x, axis=a, ddof=1, keepdims=k),
+        lambda x, a, k: np.std(x, axis=a, ddof=1, keepdims=k),
+        _distinct,
+        (r.Sum,),
+        min_count=2,
+    ),
+    Reduction("argmax", _kw(sg.argmax), _kw(np.argmax), _ints, (r.ArgExtremum,), grad="none", single_axis=True),
+    Reduction("argmin", _kw(sg.argmin), _kw(np.argmin), _ints, (r.ArgExtremum,), grad="none", single_axis=True),
+    Reduction("any", _kw(sg.any), _kw(np.any), _bools, (r.Any,), grad="none", dtypes=("bool",)),
+    Reduction("all", _kw(sg.all), _kw(np.all), _bools, (r.All,), grad="none", dtypes=("bool",)),
+    Reduction("any_of_numbers", _kw(sg.any), _kw(np.any), _ints, (r.Any,), grad="none"),
+    Reduction("all_of_numbers", _kw(sg.all), _kw(np.all), _ints, (r.All,), grad="none"),
+    Reduction(
+        "count_nonzero",
+        lambda x, a, k: sg.count_nonzero(x, axis=a),
+        lambda x, a, k: np.asarray(np.count_nonzero(x, axis=a), dtype=np.int64),
+        _ints,
+        (r.Sum, Compare, Logical),
+        grad="zero",
+    ),
+]
+
+COVERED = {op for spec in REDUCTIONS for op in spec.ops}
+
+
+@st.composite
+def reduction_args(draw, single_axis: bool, min_side: int = 0):
+    """(shape, axis, keepdims) with axis None, an int (possibly negative) or a tuple."""
+    shape = draw(shapes(max_dims=3, min_side=min_side))
+    ndim = len(shape)
+    choices = [st.none()]
+    if ndim:
+        choices.append(st.integers(-ndim, ndim - 1))
+        if not single_axis:
+            choices.append(hnp.valid_tuple_axes(ndim))
+    elif not single_axis:
+        choices.append(st.just(()))
+    return shape, draw(st.one_of(*choices)), draw(st.booleans())
+
+
+def _reduced_count(shape, axis) -> int:
+    if axis is None:
+        return math.prod(shape)
+    axes = (axis,) if isinstance(axis, int) else axis
+    return math.prod(shape[a] for a in axes)
+
+
+@pytest.mark.parametrize("spec", REDUCTIONS, ids=str)
+@given(data=st.data())
+@value_examples
+def test_reduction_value(spec, data):
+    shape, axis, keepdims = data.draw(reduction_args(spec.single_axis))
+    dtype = np.dtype(data.draw(st.sampled_from(spec.dtypes)))
+    symbolic = data.draw(st.booleans())
+    x = spec.domain(np.random.default_rng(data.draw(seeds)), shape, dtype)
+    try:
+        expected = numpy_value(lambda v: spec.ref(v, axis, keepdims), [x])
+    except ValueError:  # NumPy refuses (max of an empty axis): so must we, at run time
+        with pytest.raises(sg.ExecutionError):
+            evaluate(lambda v: spec.fn(v, axis, keepdims), [x], symbolic)
+        return
+    out, value = evaluate(lambda v: spec.fn(v, axis, keepdims), [x], symbolic)
+    assert_same(out, value, expected, symbolic, rtol=1e-5 if value.dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("spec", REDUCTIONS, ids=str)
+@given(data=st.data())
+@pullback_examples
+def test_reduction_pullback(spec, data):
+    shape, axis, keepdims = data.draw(reduction_args(spec.single_axis, min_side=spec.min_count))
+    symbolic = data.draw(st.booleans())
+    x = spec.domain(np.random.default_rng(data.draw(seeds)), shape, np.dtype("float64"))
+    if spec.grad == "none":
+        assert_zero_pullback(spec.fn(symbols([x], symbolic)[0], axis, keepdims))
+        return
+    if spec.grad == "zero":
+        assert_grad_exactly_zero(lambda v: spec.fn(v, axis, keepdims), [x], symbolic)
+        return
+    assume(_reduced_count(shape, axis) >= spec.min_count)
+    check_grads(lambda v: spec.fn(v, axis, keepdims), [x], order=2, symbolic_shapes=symbolic)
+
+
+@pytest.mark.parametrize("spec", [s for s in REDUCTIONS if s.grad == "fd"], ids=str)
+@given(data=st.data())
+@float32_examples
+def test_reduction_pullback_float32(spec, data):
+    shape, axis, keepdims = data.draw(reduction_args(spec.single_axis, min_side=spec.min_count))
+    assume(_reduced_count(shape, axis) >= spec.min_count)
+    x = spec.domain(np.random.default_rng(data.draw(seeds)), shape, np.dtype("float32"))
+    grads = {}
+    for dtype in ("float32", "float64"):
+        (v,) = symbols([x.astype(dtype)])
+        out = spec.fn(v, axis, keepdims)
+        assert out.dtype == dtype
+        grads[dtype] = sg.function([v], sg.grad(sg.sum(out * 0.75), v))(x.astype(dtype))
+    assert grads["float32"].dtype == np.float32
+    np.testing.assert_allclose(grads["float32"], grads["float64"], rtol=1e-4, atol=1e-5)
+
+
+# -- edge semantics, against analytic values --------------------------------------------------------
+def _gradient(fn, x):
+    (v,) = symbols([np.asarray(x)])
+    return sg.function([v], sg.grad(fn(v), v))(np.asarray(x))
+
+
+@pytest.mark.parametrize(("fn", "x"), [(sg.max, [1.0, 3.0, 3.0, 2.0]), (sg.min, [2.0, -1.0, 5.0, -1.0])])
+def test_extremum_ties_share_the_gradient(fn, x):
+    expected = np.where(np.asarray(x) == np.asarray(x)[[1]], 0.5, 0.0)
+    np.testing.assert_array_equal(_gradient(fn, x), expected)
+
+
+@pytest.mark.parametrize(
+    ("x", "expected"),
+    [
+        ([0.0, 2.0, 3.0], [6.0, 0.0, 0.0]),  # one zero: its gradient is the product of the others
+        ([0.0, 0.0, 3.0], [0.0, 0.0, 0.0]),  # two zeros: every partial product contains a zero
+        ([2.0, -3.0, 0.5], [-1.5, 1.0, -6.0]),
+        ([[0.0, 2.0], [4.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]]),
+    ],
+)
+def test_prod_gradient_at_zeros(x, expected):
+    np.testing.assert_allclose(_gradient(sg.prod, x), expected, rtol=0, atol=0)
+
+
+def test_prod_gradient_at_zeros_along_an_axis():
+    x = [[0.0, 2.0], [4.0, 0.0]]
+    np.testing.assert_allclose(_gradient(lambda v: sg.sum(sg.prod(v, axis=1)), x), [[2.0, 0.0], [0.0, 4.0]])
+
+
+@pytest.mark.parametrize(
+    ("x", "row", "expected"),
+    [
+        ([0.0, 2.0, 3.0], 1, [3.0, 0.0, 0.0]),  # d/dx (x0 x2) = (x2, 0, x0), though x0 = 0
+        ([0.0, 2.0, 3.0], 0, [0.0, 3.0, 2.0]),
+        ([0.0, 0.0, 3.0], 0, [0.0, 3.0, 0.0]),  # two zeros: d/dx1 (x1 x2) = x2
+        ([0.0, 0.0, 0.0], 0, [0.0, 0.0, 0.0]),
+    ],
+)
+def test_prod_hessian_at_zeros(x, row, expected):
+    (v,) = symbols([np.zeros(3)])
+    hessian_row = sg.grad(sg.grad(sg.prod(v), v)[row], v)
+    np.testing.assert_allclose(sg.function([v], hessian_row)(np.array(x)), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fn", [sg.argmax, sg.argmin, sg.any, sg.all])
+def test_integer_and_boolean_reductions_have_zero_gradient(fn):
+    (v,) = symbols([np.ones((2, 3))])
+    cost = sg.sum(sg.astype(fn(v, axis=1), "float64")) + sg.sum(v) * 0.0
+    np.testing.assert_array_equal(sg.function([v], sg.grad(cost, v))(np.arange(6.0).reshape(2, 3)), np.zeros((2, 3)))
