@@ -212,3 +212,14 @@ def test_log_odds_of_a_sigmoid_is_its_argument():
     value, grad = f(values)
     np.testing.assert_array_equal(value, values)
     np.testing.assert_array_equal(grad, np.ones(4))
+
+
+def test_logsumexp_of_log_weights_uses_the_weights_so_a_zero_weight_has_a_finite_gradient():
+    w, x = sg.vector("w"), sg.vector("x")
+    cost = sg.logsumexp(sg.log(w) + x)
+    gw, gx = sg.grad(cost, [w, x])
+    value, grad_w, grad_x = sg.function([w, x], [cost, gw, gx])(np.array([0.5, 0.0, 0.5]), np.array([1.0, 2.0, 3.0]))
+    expected = np.log(0.5 * np.exp(1.0) + 0.5 * np.exp(3.0))
+    np.testing.assert_allclose(value, expected, rtol=1e-15)
+    np.testing.assert_allclose(grad_w, np.exp(np.array([1.0, 2.0, 3.0]) - expected), rtol=1e-14)
+    np.testing.assert_allclose(grad_x, [0.5 * np.exp(1.0 - expected), 0.0, 0.5 * np.exp(3.0 - expected)], rtol=1e-14)

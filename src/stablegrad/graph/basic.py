@@ -421,13 +421,15 @@ def paused_gc():
 
 
 # -- graph walks ------------------------------------------------------------------------------
-def toposort(outputs: Iterable[Variable], stop: Iterable[Variable] = ()) -> list[Apply]:
+def toposort(
+    outputs: Iterable[Variable], stop: Iterable[Variable] = (), stop_ids: set[int] | None = None
+) -> list[Apply]:
     """Nodes needed for `outputs`, each after the nodes computing its inputs.
 
     Iterative (no recursion limit on deep graphs) and linear in graph size;
-    `stop` variables are treated as leaves.
+    `stop` variables (or those whose ids are in `stop_ids`) are treated as leaves.
     """
-    stopped = {v.id for v in stop}
+    stopped = {v.id for v in stop} if stop_ids is None else stop_ids
     order: list[Apply] = []
     seen: set[int] = set()
     for out in outputs:
@@ -470,8 +472,7 @@ def substitute(outputs: Sequence[Variable], replacements: dict[int, Variable]) -
     inferred afresh, so a body written for unknown shapes gets the actual ones.
     """
     mapping = dict(replacements)
-    stop = [v for v in ancestors(outputs) if v.id in mapping]
-    for node in toposort(outputs, stop=stop):
+    for node in toposort(outputs, stop_ids=set(mapping)):
         new_inputs = [mapping.get(v.id, v) for v in node.inputs]
         if all(a is b for a, b in zip(new_inputs, node.inputs)):
             continue

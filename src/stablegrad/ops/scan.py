@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import StableGradError
-from ..graph.basic import Apply, Constant, Op, Variable, Zero, substitute, toposort
+from ..errors import ExecutionError, StableGradError
+from ..graph.basic import ALL, Apply, Constant, Op, Reads, Variable, Zero, substitute, toposort
 from ..graph.types import TensorType
 from .base import as_operands
 
@@ -43,12 +43,18 @@ class InnerGraph:
         return self.carries + self.slices + self.consts
 
     def program(self):
-        """The body compiled once (full pipeline, recognition included)."""
+        """The body compiled once, for the NumPy backend.
+
+        Only the value-preserving late phase runs here (inlining, merging, folding):
+        recognition is the outer pipeline's decision — its `scan_body_recognised`
+        rewrite has already replaced this loop by one with a recognised body when
+        recognition is on, and with `recognition=False` the body stays as written.
+        """
         if self._program is None:
             from ..backends.numpy_backend import Program
             from ..rewrite.pipeline import optimize
 
-            self._program = Program(self.inputs, optimize(self.outputs, self.inputs))
+            self._program = Program(self.inputs, optimize(self.outputs, self.inputs, recognition=False))
         return self._program
 
 
@@ -59,6 +65,8 @@ class Scan(Op):
     stacked per-step outputs, stacked carries entering each step (for the pullback).
     Two Scan ops are equal only if they are the same object (their body is a graph).
     """
+
+    reads = Reads(ALL, ALL)  # the pullback reads xs, the implicit inputs and the stored carries
 
     def __init__(self, inner: InnerGraph, length: int | None, reverse: bool, location):
         self.inner = inner
@@ -100,57 +108,108 @@ class Scan(Op):
         return carries + ys + history
 
     def perform(self, *arrays):
-        n_carry, n_xs = self.n_carry, self.n_xs
+        n_carry, n_xs, n_ys = self.n_carry, self.n_xs, self.n_ys
         carry = list(arrays[:n_carry])
         xs = arrays[n_carry : n_carry + n_xs]
         consts = list(arrays[n_carry + n_xs :])
         steps = _run_length(self, xs)
-        program = self.inner.program()
-        ys: list[list] = [[] for _ in range(self.n_ys)]
-        history: list[list] = [[] for _ in range(n_carry)]
-        order = range(steps - 1, -1, -1) if self.reverse else range(steps)
-        for t in order:
-            for h, c in zip(history, carry):
-                h.append(c)
-            outs = program.run(carry + [x[t] for x in xs] + consts)
-            for i, c in enumerate(outs[:n_carry]):
-                if np.shape(c) != np.shape(carry[i]):
-                    raise ScanError(
-                        f"scan: the step function changed the shape of carry {i} from {np.shape(carry[i])} "
-                        f"to {np.shape(c)} at step {t}",
-                        self.location,
-                    )
-            carry = list(outs[:n_carry])
-            for y, o in zip(ys, outs[n_carry:]):
-                y.append(o)
-        if self.reverse:
-            ys = [y[::-1] for y in ys]
-            history = [h[::-1] for h in history]
-        stacked_ys = [_stack(y, o.type, steps) for y, o in zip(ys, self.inner.outputs[n_carry:])]
-        stacked_history = [_stack(h, c.type, steps) for h, c in zip(history, self.inner.carries)]
-        return tuple(np.asarray(c) for c in carry) + tuple(stacked_ys) + tuple(stacked_history)
+        run = self.inner.program().run_unguarded
+        inner = self.inner
+        # Outputs are written in place into arrays allocated once (ys: at the first step,
+        # when their shape is known), so a step costs the body's ops and little else.
+        history = [np.empty((steps, *np.shape(c)), dtype=p.dtype) for c, p in zip(carry, inner.carries)]
+        ys: list = [None] * n_ys
+        check_carry, check_ys = self._runtime_checks()
+        t = 0
+        try:
+            with np.errstate(all="ignore"):
+                for t in range(steps - 1, -1, -1) if self.reverse else range(steps):
+                    for h, c in zip(history, carry):
+                        h[t] = c
+                    outs = run(carry + [x[t] for x in xs] + consts)
+                    for i in check_carry:
+                        if np.shape(outs[i]) != np.shape(carry[i]):
+                            raise _step_error(
+                                f"changed the shape of carry {i} from {np.shape(carry[i])} to {np.shape(outs[i])}",
+                                t,
+                                self,
+                            )
+                    carry = outs[:n_carry]
+                    for k in range(n_ys):
+                        buffer, y = ys[k], outs[n_carry + k]
+                        if buffer is None:
+                            buffer = ys[k] = np.empty((steps, *np.shape(y)), dtype=inner.outputs[n_carry + k].dtype)
+                        elif k in check_ys and np.shape(y) != buffer.shape[1:]:
+                            raise _step_error(
+                                f"returned y[{k}] of shape {np.shape(y)} after {buffer.shape[1:]}", t, self
+                            )
+                        buffer[t] = y
+        except ExecutionError as exc:  # an op inside the body failed: say at which step
+            raise ScanError(f"scan: at step {t}, {exc.message}", exc.location) from exc
+        if steps == 0 and n_ys:
+            ys = [
+                np.zeros((0, *shape), dtype=o.dtype)
+                for shape, o in zip(self._empty_ys_shapes(arrays), inner.outputs[n_carry:])
+            ]
+        final = [np.asarray(c, dtype=p.dtype) for c, p in zip(carry, inner.carries)]
+        return (*final, *ys, *history)
+
+    def _empty_ys_shapes(self, arrays) -> list[tuple[int, ...]]:
+        """The shape each y would have, for a loop of zero steps: the body's types re-inferred
+        for the actual shapes of the arguments, else the body run once on zero-filled slices."""
+        inner = self.inner
+        n_carry, n_xs = self.n_carry, self.n_xs
+        shapes = [np.shape(a) for a in arrays]
+        shapes[n_carry : n_carry + n_xs] = [s[1:] for s in shapes[n_carry : n_carry + n_xs]]
+        typed = {p.id: Variable(TensorType(p.dtype, s)) for p, s in zip(inner.inputs, shapes)}
+        try:
+            ys = substitute(inner.outputs, typed)[n_carry:]
+        except StableGradError:  # the body's type rules reject these shapes; nothing ran, nothing to report
+            ys = inner.outputs[n_carry:]
+        if all(None not in y.type.shape for y in ys):
+            return [y.type.shape for y in ys]  # type: ignore[misc]
+        values = [
+            np.zeros(s, p.dtype) if n_carry <= i < n_carry + n_xs else a
+            for i, (p, s, a) in enumerate(zip(inner.inputs, shapes, arrays))
+        ]
+        try:
+            with np.errstate(all="ignore"):
+                outs = inner.program().run_unguarded(values)
+        except Exception:  # the body cannot run on zeros: no shape to recover
+            return [tuple(n or 0 for n in y.type.shape) for y in ys]
+        return [np.shape(o) for o in outs[n_carry:]]
+
+    def _runtime_checks(self) -> tuple[list[int], set[int]]:
+        """Carries and ys whose shape the types do not pin down, so each step must be checked."""
+        checks = getattr(self, "_checks", None)
+        if checks is None:
+            inner = self.inner
+            carries = [
+                i
+                for i, (p, o) in enumerate(zip(inner.carries, inner.outputs))
+                if None in p.type.shape or p.type.shape != o.type.shape
+            ]
+            ys = {k for k, o in enumerate(inner.outputs[self.n_carry :]) if None in o.type.shape}
+            checks = self._checks = (carries, ys)
+        return checks
 
     def pullback(self, inputs, outputs, grads):
         return _scan_pullback(self, inputs, outputs, grads)
 
 
+def _step_error(what: str, t: int, op: Scan) -> ScanError:
+    return ScanError(f"scan: the step function {what} at step {t}; a carry or y keeps its shape", op.location)
+
+
 def _run_length(op: Scan, xs) -> int:
     lengths = {np.shape(x)[0] for x in xs}
     if len(lengths) > 1:
-        raise ScanError(f"scan: the sequences have different lengths {sorted(lengths)}", op.location)
+        raise ScanError(f"scan: the sequences in xs have different lengths {sorted(lengths)}", op.location)
     if op.length is not None:
         if lengths and lengths != {op.length}:
-            raise ScanError(
-                f"scan: length={op.length} disagrees with the sequences' length {lengths.pop()}", op.location
-            )
+            raise ScanError(f"scan: length={op.length} disagrees with the length {lengths.pop()} of xs", op.location)
         return op.length
     return lengths.pop()
-
-
-def _stack(items: list, t: TensorType, steps: int) -> np.ndarray:
-    if items:
-        return np.stack([np.asarray(i, dtype=t.dtype) for i in items])
-    return np.zeros((steps, *(n or 0 for n in t.shape)), dtype=t.dtype)
 
 
 # -- building a scan ----------------------------------------------------------------------------------
@@ -234,7 +293,8 @@ def _check_carries(init: list[Variable], new: list[Variable], location) -> None:
         same_shape = a.ndim == b.ndim and all(
             p is None or q is None or p == q for p, q in zip(a.type.shape, b.type.shape)
         )
-        if not same_shape or (b.dtype != a.dtype and not np.can_cast(b.dtype, a.dtype, "same_kind")):
+        # float64 → float32 is the same kind (a weak scalar or a float64 constant in the body): cast.
+        if not same_shape or b.dtype.kind != a.dtype.kind:
             raise ScanError(
                 f"scan: the step function changed carry {i} from {a.type} to {b.type}; a carry keeps its type",
                 location,
@@ -282,39 +342,71 @@ def _lift_free_variables(
 
 # -- the pullback: a reverse scan -----------------------------------------------------------------------
 def _scan_pullback(op: Scan, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Sequence[Variable]):
+    """Cotangents of (init, xs, implicit inputs): a scan in the opposite direction.
+
+    Its carry is (cotangent of the carry, accumulated cotangents of the implicit
+    inputs); its sequences are the stored carries, xs, and the cotangents of ys and
+    of the stored carries, leaving out those known to be zero (an output nobody
+    differentiates costs nothing per step); its ys are the cotangents of xs.
+    """
     from ..autodiff import vjp
     from .creation import zeros_like
 
-    n_carry, n_xs = op.n_carry, op.n_xs
+    n_carry, n_xs, n_ys = op.n_carry, op.n_xs, op.n_ys
     init = list(inputs[:n_carry])
     xs = list(inputs[n_carry : n_carry + n_xs])
     consts = list(inputs[n_carry + n_xs :])
+    history = list(outputs[n_carry + n_ys :])
     ct_final = [_dense(g, o) for g, o in zip(grads[:n_carry], outputs[:n_carry])]
-    ct_ys = [_dense(g, o) for g, o in zip(grads[n_carry : n_carry + op.n_ys], outputs[n_carry : n_carry + op.n_ys])]
-    ct_history = [_dense(g, o) for g, o in zip(grads[n_carry + op.n_ys :], outputs[n_carry + op.n_ys :])]
-    history = list(outputs[n_carry + op.n_ys :])
+    ct_ys = [(k, g) for k, g in enumerate(grads[n_carry : n_carry + n_ys]) if not _is_zero(g)]
+    ct_history = [(i, g) for i, g in enumerate(grads[n_carry + n_ys :]) if not _is_zero(g)]
+    float_xs = [j for j, x in enumerate(xs) if x.type.is_float()]
+    float_consts = [j for j, k in enumerate(consts) if k.type.is_float()]
     inner = op.inner
 
     def backward_step(carry, sliced):
         ct_carry, ct_consts = list(carry[:n_carry]), list(carry[n_carry:])
         c_t = list(sliced[:n_carry])
         x_t = list(sliced[n_carry : n_carry + n_xs])
-        ct_y_t = list(sliced[n_carry + n_xs : n_carry + n_xs + op.n_ys])
-        ct_hist_t = list(sliced[n_carry + n_xs + op.n_ys :])
+        ct_y_t = sliced[n_carry + n_xs : n_carry + n_xs + len(ct_ys)]
+        ct_history_t = sliced[n_carry + n_xs + len(ct_ys) :]
         placeholders = {p.id: v for p, v in zip(inner.inputs, c_t + x_t + consts)}
         body_outputs = substitute(inner.outputs, placeholders)
-        cotangents = ct_carry + ct_y_t
-        grads_in = vjp(body_outputs, cotangents, c_t + x_t + consts)
-        g_c = [_dense(g, v) + h for g, v, h in zip(grads_in[:n_carry], c_t, ct_hist_t)]
-        g_x = [_dense(g, v) for g, v in zip(grads_in[n_carry : n_carry + n_xs], x_t)]
-        g_k = [acc + _dense(g, v) for acc, g, v in zip(ct_consts, grads_in[n_carry + n_xs :], consts)]
+        y_cotangents: list = [Zero(o.type) for o in body_outputs[n_carry:]]
+        for (k, _), g in zip(ct_ys, ct_y_t):
+            y_cotangents[k] = g
+        wrt = c_t + [x_t[j] for j in float_xs] + [consts[j] for j in float_consts]
+        grads_in = vjp(body_outputs, ct_carry + y_cotangents, wrt)
+        g_c = [_dense(g, v) for g, v in zip(grads_in[:n_carry], c_t)]
+        for (i, _), h in zip(ct_history, ct_history_t):
+            g_c[i] = g_c[i] + h
+        g_x = [_dense(g, x_t[j]) for g, j in zip(grads_in[n_carry : n_carry + len(float_xs)], float_xs)]
+        g_k = [
+            acc if isinstance(g, Zero) else acc + g for acc, g in zip(ct_consts, grads_in[n_carry + len(float_xs) :])
+        ]
         return (*g_c, *g_k), tuple(g_x)
 
-    init_ct = [*ct_final, *(zeros_like(c) for c in consts)]
-    sequences = [*history, *xs, *ct_ys, *ct_history]
+    init_ct = [*ct_final, *(zeros_like(consts[j]) for j in float_consts)]
+    sequences = [*history, *xs, *(g for _, g in ct_ys), *(g for _, g in ct_history)]
     final_ct, ct_xs = scan(backward_step, tuple(init_ct), tuple(sequences), length=op.length, reverse=not op.reverse)
-    result = [*final_ct[:n_carry], *(ct_xs or ()), *final_ct[n_carry:]]
+    result: list = [*final_ct[:n_carry], *(Zero(x.type) for x in xs), *(Zero(k.type) for k in consts)]
+    for j, g in zip(float_xs, ct_xs):
+        result[n_carry + j] = g
+    for j, g in zip(float_consts, final_ct[n_carry:]):
+        result[n_carry + n_xs + j] = g
     return [g if v.type.is_float() else Zero(v.type) for g, v in zip(result, [*init, *xs, *consts])]
+
+
+def _is_zero(g) -> bool:
+    """A cotangent known to be zero: `Zero`, or the zeros `grad` fills in for an unused output."""
+    from .creation import Alloc
+
+    if isinstance(g, Zero):
+        return True
+    if isinstance(g, Constant):
+        return not np.any(g.data)
+    owner = g.owner
+    return owner is not None and isinstance(owner.op, Alloc) and _is_zero(owner.inputs[0])
 
 
 def _dense(g, like: Variable) -> Variable:

@@ -91,13 +91,21 @@ class RewriteTypeError(StableGradError, TypeError):
 
 @dataclass
 class Change:
-    """One fired rewrite, for `explain`."""
+    """One fired rewrite, for `explain`: the graphs are kept, their text is made when asked for."""
 
     rule: str
     kind: Kind
     location: tuple[str, int] | None
-    before: str
-    after: str
+    replaced: Variable
+    replacements: Sequence[Variable]
+
+    @property
+    def before(self) -> str:
+        return expression(self.replaced)
+
+    @property
+    def after(self) -> str:
+        return ", ".join(expression(r) for r in self.replacements)
 
     def __str__(self) -> str:
         return f"{format_location(self.location)}  {self.before}  →  {self.after}   [{self.rule}]"
@@ -108,9 +116,7 @@ class ChangeLog:
     changes: list[Change] = field(default_factory=list)
 
     def record(self, rule: Rewrite, node: Apply, replacements: Sequence[Variable]) -> None:
-        before = expression(node.outputs[0])
-        after = ", ".join(expression(r) for r in replacements)
-        self.changes.append(Change(rule.name, rule.kind, node.location, before, after))
+        self.changes.append(Change(rule.name, rule.kind, node.location, node.outputs[0], list(replacements)))
 
     def __len__(self) -> int:
         return len(self.changes)
@@ -191,6 +197,8 @@ class Rebuilder:
             return result
         if all(a is b for a, b in zip(inputs, node.inputs)):
             candidate = node
+        elif all(a.type == b.type for a, b in zip(inputs, node.inputs)):  # same types in, same types out
+            candidate = Apply(node.op, inputs, [o.type for o in node.outputs], node.location)
         else:
             candidate = Apply(node.op, inputs, node.op.infer(*inputs), node.location)
         for rule in self._rules_for(type(node.op)):

@@ -41,6 +41,8 @@ def run_phases(
     leaves = [v for v in keep if v.owner is None]
     result = list(outputs)
     for phase, rules in PIPELINE:
+        if phase is Phase.CANONICALIZE and Phase.STABILIZE in wanted:
+            continue  # stabilize applies the normal forms as well, in the same pass
         if phase in wanted:
             rebuild = Rebuilder(rules, log=log, keep=leaves)
             rebuild.done.update(stand_ins)

@@ -16,6 +16,7 @@ from ..ops.elementwise import Add, Divide, Multiply, Negative, Subtract
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.scan import Scan
+from ..ops.stable import LogSumExp
 from .engine import ChangeLog, Kind, Phase, active_log, rewrite
 from .patterns import add_terms, constant_value, fits, is_constant, is_negation, negate, owner
 
@@ -55,6 +56,23 @@ def logsumexp_from_naive(node):
         # logsumexp broadcasts x against b as the product did; the axes must mean the same
         if x is not None and weight.ndim <= x.ndim:
             return fits(_st().logsumexp(x, axis=axis, keepdims=keepdims, b=weight), node)
+    return None
+
+
+@rewrite(_S, _REC, LogSumExp)
+def logsumexp_with_weights_from_log(node):
+    """logsumexp(log(w) + x, axis) → logsumexp(x, axis, b=w): the gradient w.r.t. a zero weight stays finite."""
+    st = _st()
+    op = node.op
+    if op.weighted or op.masked or op.return_sign:
+        return None
+    total = owner(node.inputs[0], Add)
+    if total is None:
+        return None
+    for term, x in (total.inputs, total.inputs[::-1]):
+        lg = owner(term, Log)
+        if lg is not None and lg.inputs[0].ndim <= x.ndim:
+            return fits(st.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=lg.inputs[0]), node)
     return None
 
 
@@ -421,6 +439,7 @@ def _plain_keepdims_logsumexp(node) -> bool:
 
 RULES = (
     logsumexp_from_naive,
+    logsumexp_with_weights_from_log,
     log_of_sum_over_count,
     softmax_from_naive,
     log_softmax_from_log_of_softmax,
