@@ -1,21 +1,139 @@
-"""The `stablegrad` command line.  `stablegrad demo` runs the showcase from the README."""
+"""The `stablegrad` command line.
+
+    stablegrad demo                                   the showcase from the README
+    stablegrad audit model.py:loss --input x=float64[3,5] --input w=float64[5]
+
+`audit` prints the stability report and exits 0 when the model is stable, 1 when
+it is not (so it can guard a CI job), and 2 on bad input (an unknown module or
+function, inputs that do not match its parameters, an unsupported dtype), with a
+one-line message; `--debug` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+
+EXIT_STABLE, EXIT_UNSTABLE, EXIT_USAGE = 0, 1, 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stablegrad", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="stablegrad", description="Symbolic tensor graphs with autodiff, stable by construction."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="build, differentiate and run a small model, showing what stablegrad does")
+    demo = commands.add_parser("demo", help="audit a naive model with and without recognition, and explain the fix")
+    demo.add_argument("--fast", action="store_true", help="float64 only (quicker)")
+    audit = commands.add_parser(
+        "audit",
+        help="sweep a model over hard inputs against a high-precision reference",
+        description="Sweep every float input over hard scenarios, compare value and gradient with an mpmath "
+        "reference, and name the source line of each failure. Exit 0: stable, 1: unstable, 2: bad input.",
+    )
+    audit.add_argument("model", help="path/to/model.py:function (or package.module:function) that builds the graph")
+    audit.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        default=[],
+        metavar="NAME=DTYPE[SHAPE]",
+        help="one per parameter of the function, e.g. x=float64[3,5] (a scalar: x=float64)",
+    )
+    audit.add_argument(
+        "--dtypes",
+        default=None,
+        help="float dtypes to audit, comma-separated (default: the float dtypes of the inputs)",
+    )
+    audit.add_argument(
+        "--no-recognition",
+        action="store_true",
+        help="audit the formulas exactly as written (no recognition rewrites), as sg.function(..., recognition=False)",
+    )
+    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    audit.add_argument("--debug", action="store_true", help="show tracebacks")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import run_demo
+        from .errors import StableGradError
 
-        return run_demo()
-    return 2
+        try:
+            return run_demo(fast=args.fast)
+        except StableGradError as exc:  # mpmath missing, most likely
+            print(f"stablegrad demo: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    return _audit(args)
+
+
+def _audit(args) -> int:
+    from .errors import StableGradError
+
+    try:
+        report = _run_audit(args)
+    except StableGradError as exc:
+        if args.debug:
+            raise
+        print(f"stablegrad audit: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # a bug of ours or of the model: one line unless --debug
+        if args.debug:
+            raise
+        print(
+            f"stablegrad audit: error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    print(report.to_json() if args.json else report)
+    return EXIT_STABLE if report.ok else EXIT_UNSTABLE
+
+
+def _run_audit(args):
+    from .audit import audit
+    from .audit.loader import load_function, parse_input
+    from .audit.model import AuditError, check_dtypes
+
+    inputs = {}
+    for text in args.input:
+        name, spec = parse_input(text)
+        if name in inputs:
+            raise AuditError(f"--input {name} is given twice")
+        inputs[name] = spec
+    if args.dtypes is not None:
+        dtypes = check_dtypes([d.strip() for d in args.dtypes.split(",") if d.strip()])
+    else:
+        floats = list(dict.fromkeys(t.dtype.name for t in inputs.values() if t.dtype.kind == "f"))
+        if not floats:
+            raise AuditError("no float input to sweep: give at least one --input NAME=float64[...]")
+        dtypes = check_dtypes(floats)
+    fn = load_function(args.model)
+    progress = None if args.no_progress or not sys.stderr.isatty() else ProgressBar(sys.stderr)
+    return audit(fn, inputs, dtypes, recognition=not args.no_recognition, progress=progress)
+
+
+class ProgressBar:
+    """`[#######.....] 12/30 float64 x ≈ +1e3` on one line of a terminal, for sweeps longer than a moment."""
+
+    def __init__(self, stream, width: int = 24, delay: float = 0.5):
+        self.stream = stream
+        self.width = width
+        self.started = time.perf_counter()
+        self.delay = delay
+        self.shown = False
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if done >= total:
+            if self.shown:
+                self.stream.write("\r" + " " * 79 + "\r")
+                self.stream.flush()
+            return
+        if time.perf_counter() - self.started < self.delay:
+            return
+        filled = self.width * done // max(total, 1)
+        line = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {label}"
+        self.stream.write("\r" + line[:79].ljust(79))
+        self.stream.flush()
+        self.shown = True
 
 
 if __name__ == "__main__":

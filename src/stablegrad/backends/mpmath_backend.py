@@ -1,0 +1,585 @@
+"""The mpmath evaluator: any graph at arbitrary precision, the yardstick of the audit.
+
+Each op's reference semantics (its NumPy `perform`) re-implemented over object
+arrays of `mpf`, so that `exp(1000)` is an ordinary number and a naive formula is
+evaluated *exactly* (up to the working precision) instead of overflowing.  Float
+variables hold object arrays of mpf; integer and boolean ones stay native NumPy
+arrays (their arithmetic is already exact).
+
+Extended reals, as IEEE without overflow: `exp(-inf) = 0`, `log(0) = -inf`,
+`inf - inf = nan`, `0 * inf = nan`, `a / 0 = sign(a) * inf` (zero taken as +0),
+`0 / 0 = nan`, `log` or `sqrt` of a negative number is `nan` (never complex).
+
+`MPMATH_IMPLEMENTATIONS` maps an op class to `impl(op, *values)`.  Library and
+user composites evaluate through their bodies and a `Scan` through its step
+graph, all *as written* (no rewrite runs).  An op with no entry and float
+operands is evaluated in float64 and listed in `Evaluator.approximated`.
+
+mpmath is imported lazily: it is needed by this feature only (`pip install
+'stablegrad[audit]'`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import StableGradError
+from ..graph.basic import Apply, Constant, Op, Variable, toposort
+
+#: op class -> impl(op, *values) returning one value or a tuple (one per output)
+MPMATH_IMPLEMENTATIONS: dict[type, Callable[..., Any]] = {}
+
+#: working precision (decimal digits) per dtype: a naive formula can cancel as many
+#: digits as the dtype's exponent range spans (`log(1 + exp(-700))` keeps `exp(-700)`
+#: only at > 304 digits)
+DEFAULT_DPS = {"float64": 330, "float32": 80, "float16": 40}
+
+
+class MissingDependencyError(StableGradError, ImportError):
+    """An optional dependency of a feature is not installed."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _mpmath():
+    try:
+        import mpmath
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise MissingDependencyError(
+            "the high-precision reference needs mpmath, which is not installed: pip install 'stablegrad[audit]'"
+        ) from exc
+    return mpmath
+
+
+# -- scalars ------------------------------------------------------------------------------------------
+def _scalars():
+    """The scalar semantics, built once mpmath is imported."""
+    mpmath = _mpmath()
+    mp, mpf = mpmath.mp, mpmath.mpf
+    nan, inf = mpf("nan"), mpf("inf")
+
+    def isnan(a):
+        return a != a
+
+    def real(z):
+        if isinstance(z, mpmath.mpc):
+            return z.real if z.imag == 0 else nan
+        return z
+
+    def guarded(fn):
+        """fn on mpf, nan for nan, and nan wherever mpmath has no real answer."""
+
+        def apply(*args):
+            if any(isnan(a) for a in args):
+                return nan
+            try:
+                return real(fn(*args))
+            except (ZeroDivisionError, ValueError):
+                return nan
+
+        return apply
+
+    def exp(a):
+        if not (abs(a) > 1e6 and mpmath.isfinite(a)):
+            return mp.exp(a)
+        # mpmath's own reduction of a huge argument costs ~60 ms at 330 digits; this one ~1 ms:
+        # exp(a) = 2**n · exp(a - n ln 2), with a / ln 2 carried to all its integer digits
+        extra = int(mpmath.log(abs(a), 2)) + 20
+        with mp.workprec(mp.prec + extra):
+            n = mpmath.floor(a / mp.ln2)
+            r = a - n * mp.ln2
+        return mpmath.ldexp(mp.exp(r), int(n))
+
+    def log(a):
+        if a < 0:
+            return nan
+        return -inf if a == 0 else mp.log(a)
+
+    def log1p(a):
+        if a < -1:
+            return nan
+        return -inf if a == -1 else mp.log1p(a)
+
+    def divide(a, b):
+        if isnan(a) or isnan(b):
+            return nan
+        if b == 0:
+            return nan if a == 0 else (inf if a > 0 else -inf)
+        return a / b
+
+    def power(a, b):
+        if b == 0 or a == 1:
+            return mpf(1)  # IEEE pow: x**0 = 1 and 1**y = 1, nan included
+        if isnan(a) or isnan(b):
+            return nan
+        if a == 0 and b < 0:
+            return inf
+        try:
+            return real(a**b)
+        except ZeroDivisionError:
+            return inf
+
+    def maximum(a, b):
+        return nan if isnan(a) or isnan(b) else (a if a >= b else b)
+
+    def minimum(a, b):
+        return nan if isnan(a) or isnan(b) else (a if a <= b else b)
+
+    def mod(a, b):  # sign of b, as NumPy
+        if isnan(a) or isnan(b) or b == 0 or mpmath.isinf(a):
+            return nan
+        if mpmath.isinf(b):
+            return a if (a >= 0) == (b > 0) or a == 0 else b
+        return a - mpmath.floor(a / b) * b
+
+    def floor_divide(a, b):
+        q = divide(a, b)
+        return q if isnan(q) or mpmath.isinf(q) else mpmath.floor(q)
+
+    def sign(a):
+        return nan if isnan(a) else mpf((a > 0) - (a < 0))
+
+    def clip(a, lo, hi):
+        return minimum(maximum(a, lo), hi)
+
+    def gammaln(a):
+        if a <= 0 and a == mpmath.floor(a):
+            return inf
+        return mp.loggamma(a).real if a < 0 else mp.loggamma(a)
+
+    def polygamma(n):
+        def apply(a):
+            if a <= 0 and a == mpmath.floor(a):
+                return nan
+            return mp.psi(n, a)
+
+        return guarded(apply)
+
+    def erfcx(a):
+        if a == inf:
+            return mpf(0)
+        return mp.exp(a * a) * mp.erfc(a)
+
+    def logaddexp(a, b):
+        return log(exp(a) + exp(b))
+
+    return {
+        "nan": nan,
+        "mpf": mpf,
+        "isnan": isnan,
+        "isinf": lambda a: bool(mpmath.isinf(a)),
+        "isfinite": lambda a: bool(mpmath.isfinite(a)),
+        "exp": guarded(exp),
+        "exp2": guarded(lambda a: mpf(2) ** a),
+        "expm1": guarded(mp.expm1),
+        "log": guarded(log),
+        "log2": guarded(lambda a: divide(log(a), mp.ln2)),
+        "log10": guarded(lambda a: divide(log(a), mp.ln10)),
+        "log1p": guarded(log1p),
+        "sin": guarded(mp.sin),
+        "cos": guarded(mp.cos),
+        "tan": guarded(mp.tan),
+        "tanh": guarded(mp.tanh),
+        "sinh": guarded(mp.sinh),
+        "cosh": guarded(mp.cosh),
+        "arctan": guarded(mp.atan),
+        "erf": guarded(mp.erf),
+        "erfc": guarded(mp.erfc),
+        "erfcx": guarded(erfcx),
+        "gammaln": guarded(gammaln),
+        "polygamma": polygamma,
+        "sqrt": guarded(lambda a: nan if a < 0 else mp.sqrt(a)),
+        "add": lambda a, b: a + b,
+        "subtract": lambda a, b: a - b,
+        "multiply": lambda a, b: a * b,
+        "divide": divide,
+        "power": power,
+        "maximum": maximum,
+        "minimum": minimum,
+        "mod": mod,
+        "floor_divide": floor_divide,
+        "negative": lambda a: -a,
+        "abs": lambda a: abs(a),
+        "square": lambda a: a * a,
+        "reciprocal": lambda a: divide(mpf(1), a),
+        "sign": sign,
+        "floor": guarded(mpmath.floor),
+        "ceil": guarded(mpmath.ceil),
+        "round": lambda decimals: guarded(lambda a: mpmath.nint(a * mpf(10) ** decimals) / mpf(10) ** decimals),
+        "clip": clip,
+        "logaddexp": logaddexp,
+    }
+
+
+@functools.cache
+def scalar_ops() -> dict[str, Any]:
+    return _scalars()
+
+
+@functools.cache
+def _ufunc(name: str, nin: int):
+    return np.frompyfunc(scalar_ops()[name], nin, 1)
+
+
+def _objects(result) -> np.ndarray:
+    """A result of a frompyfunc ufunc (a bare object for 0-d operands) as an object array."""
+    if isinstance(result, np.ndarray):
+        return result
+    out = np.empty((), dtype=object)
+    out[()] = result
+    return out
+
+
+def elementwise(name: str) -> Callable:
+    """impl for an elementwise op: the scalar function `name` over broadcast operands."""
+
+    def impl(op, *values):
+        return _objects(_ufunc(name, len(values))(*values))
+
+    return impl
+
+
+# -- conversions ----------------------------------------------------------------------------------------
+def to_mp(array) -> np.ndarray:
+    """A NumPy array (any real dtype) as an object array of mpf (exact: every float is a dyadic rational)."""
+    mpf = scalar_ops()["mpf"]
+    a = np.asarray(array)
+    out = np.empty(a.shape, dtype=object)
+    flat = a.ravel()
+    if a.dtype == object:
+        values = [x if isinstance(x, type(mpf(0))) else mpf(x) for x in flat]
+    elif a.dtype.kind in "biu":
+        values = [mpf(int(x)) for x in flat]
+    else:
+        values = [mpf(float(x)) for x in flat]
+    out.reshape(-1)[:] = values if values else []
+    return out
+
+
+def to_float(array, dtype="float64") -> np.ndarray:
+    """An object array of mpf rounded to a float dtype (overflow to ±inf, as the dtype would)."""
+    a = np.asarray(array)
+    with np.errstate(over="ignore"):
+        return np.array([float(x) for x in a.ravel()], dtype=np.float64).reshape(a.shape).astype(dtype)
+
+
+def _native(value, dtype: np.dtype) -> np.ndarray:
+    """An int/bool result as a native array (object arrays of mpf are truncated toward zero, as astype)."""
+    a = np.asarray(value)
+    if a.dtype != object:
+        return a.astype(dtype, copy=False)
+    mpmath = _mpmath()
+    if dtype.kind == "b":
+        return np.array([bool(x) for x in a.ravel()], dtype=dtype).reshape(a.shape)
+    ints = [int(x) if mpmath.isfinite(x) else 0 for x in a.ravel()]
+    return np.array(ints, dtype=dtype).reshape(a.shape)
+
+
+def normalize(value, var: Variable) -> np.ndarray:
+    """`value` in the representation of `var`'s dtype: mpf objects for floats, native otherwise."""
+    kind = var.dtype.kind
+    if kind == "f":
+        a = np.asarray(value)
+        return a if a.dtype == object else to_mp(a)
+    if kind == "c":
+        raise StableGradError(f"the mpmath reference does not support complex dtypes ({var.type})")
+    return _native(value, var.dtype)
+
+
+# -- the evaluator -------------------------------------------------------------------------------------------
+class Evaluator:
+    """Evaluates graphs at `dps` decimal digits; remembers which ops it could only approximate."""
+
+    def __init__(self, dps: int = 330):
+        _register_once()
+        self.dps = int(dps)
+        self.approximated: set[str] = set()
+        self._plans: dict[tuple, list[Apply]] = {}
+
+    def __call__(
+        self, inputs: Sequence[Variable], outputs: Sequence[Variable], values: Sequence[np.ndarray]
+    ) -> list[np.ndarray]:
+        """The outputs for these input values (float results as object arrays of mpf)."""
+        mpmath = _mpmath()
+        with mpmath.mp.workdps(self.dps):
+            return self.run(inputs, outputs, values)
+
+    def run(self, inputs: Sequence[Variable], outputs: Sequence[Variable], values: Sequence) -> list[np.ndarray]:
+        """`__call__` for a caller already inside the working precision (composite bodies, loops)."""
+        env: dict[int, Any] = {v.id: normalize(a, v) for v, a in zip(inputs, values)}
+        key = (tuple(v.id for v in inputs), tuple(v.id for v in outputs))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = toposort(outputs, stop=inputs)
+        for node in plan:
+            args = [self._value(v, env) for v in node.inputs]
+            result = self.apply(node.op, node, args)
+            results = (result,) if len(node.outputs) == 1 else tuple(result)
+            for out, r in zip(node.outputs, results):
+                env[out.id] = normalize(r, out)
+        return [self._value(v, env) for v in outputs]
+
+    def _value(self, v: Variable, env: dict[int, Any]):
+        if v.id in env:
+            return env[v.id]
+        if isinstance(v, Constant):
+            env[v.id] = normalize(v.data, v)
+            return env[v.id]
+        raise StableGradError(f"mpmath evaluator: no value for input {v.name or v!r}")
+
+    def apply(self, op: Op, node: Apply, args: list):
+        from ..ops.composite import OpFromGraph, SymbolicOp, body_of
+        from ..ops.scan import Scan
+
+        impl = MPMATH_IMPLEMENTATIONS.get(type(op))
+        if impl is not None:
+            return impl(op, *args)
+        if isinstance(op, Scan):
+            return self._scan(op, args)
+        if isinstance(op, SymbolicOp | OpFromGraph):
+            placeholders, body = body_of(op, tuple(v.type for v in node.inputs))
+            results = self.run(placeholders, body, args)
+            return results[0] if len(results) == 1 else tuple(results)
+        floats = [v for v in (*node.inputs, *node.outputs) if v.dtype.kind == "f"]
+        native = [a if v.dtype.kind != "f" else to_float(a) for a, v in zip(args, node.inputs)]
+        if floats:
+            self.approximated.add(op.name)
+        with np.errstate(all="ignore"):
+            return op.perform(*native)
+
+    def _scan(self, op, args: list) -> tuple:
+        n_carry, n_xs = op.n_carry, op.n_xs
+        carry = list(args[:n_carry])
+        xs = args[n_carry : n_carry + n_xs]
+        consts = list(args[n_carry + n_xs :])
+        steps = op.length if op.length is not None else (len(xs[0]) if xs else 0)
+        inner = op.inner
+        ys: list[list] = [[] for _ in range(op.n_ys)]
+        history: list[list] = [[] for _ in range(n_carry)]
+        order = range(steps - 1, -1, -1) if op.reverse else range(steps)
+        for t in order:
+            for h, c in zip(history, carry):
+                h.append(c)
+            outs = self.run(inner.inputs, inner.outputs, carry + [x[t] for x in xs] + consts)
+            carry = list(outs[:n_carry])
+            for y, o in zip(ys, outs[n_carry:]):
+                y.append(o)
+        if op.reverse:
+            ys = [y[::-1] for y in ys]
+            history = [h[::-1] for h in history]
+
+        def stack(items, like: Variable):
+            if items:
+                return np.stack([np.asarray(i) for i in items])
+            shape = (steps, *(n or 0 for n in like.type.shape))
+            return to_mp(np.zeros(shape)) if like.dtype.kind == "f" else np.zeros(shape, like.dtype)
+
+        stacked_ys = [stack(y, o) for y, o in zip(ys, inner.outputs[n_carry:])]
+        stacked_history = [stack(h, c) for h, c in zip(history, inner.carries)]
+        return (*carry, *stacked_ys, *stacked_history)
+
+
+def evaluate(
+    inputs: Sequence[Variable], outputs: Sequence[Variable] | Variable, values: Sequence, dps: int = 330
+) -> list[np.ndarray]:
+    """`outputs` of the graph as written, at `dps` decimal digits, for these input values.
+
+    >>> import numpy as np, stablegrad as sg
+    >>> from stablegrad.backends.mpmath_backend import evaluate, to_float
+    >>> x = sg.vector("x")
+    >>> naive = sg.log(sg.sum(sg.exp(x)))
+    >>> [value] = evaluate([x], [naive], [np.array([1000.0, 1000.0])], dps=30)
+    >>> float(value)
+    1000.6931471805599
+    """
+    outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+    return Evaluator(dps)(list(inputs), outs, list(values))
+
+
+# -- implementations ---------------------------------------------------------------------------------------
+@functools.cache
+def _register_once() -> None:
+    """Fill the registry (on first use, so that importing this module imports no op module); entries
+    registered before keep precedence."""
+    registered = dict(MPMATH_IMPLEMENTATIONS)
+    _register()
+    MPMATH_IMPLEMENTATIONS.update(registered)
+
+
+def _register() -> None:
+    from ..ops import creation, indexing, linalg
+    from ..ops import elementwise as ew
+    from ..ops import math as m
+    from ..ops import reduction as r
+    from ..ops import shape as s
+
+    elementwise_ops: list[tuple[type, str]] = [
+        (ew.Add, "add"),
+        (ew.Subtract, "subtract"),
+        (ew.Multiply, "multiply"),
+        (ew.Divide, "divide"),
+        (ew.Power, "power"),
+        (ew.FloorDivide, "floor_divide"),
+        (ew.Mod, "mod"),
+        (ew.Maximum, "maximum"),
+        (ew.Minimum, "minimum"),
+        (ew.Negative, "negative"),
+        (ew.Abs, "abs"),
+        (ew.Square, "square"),
+        (ew.Sqrt, "sqrt"),
+        (ew.Reciprocal, "reciprocal"),
+        (ew.Sign, "sign"),
+        (ew.Floor, "floor"),
+        (ew.Ceil, "ceil"),
+        (ew.Clip, "clip"),
+        (m.Exp, "exp"),
+        (m.Exp2, "exp2"),
+        (m.Expm1, "expm1"),
+        (m.Log, "log"),
+        (m.Log2, "log2"),
+        (m.Log10, "log10"),
+        (m.Log1p, "log1p"),
+        (m.Sin, "sin"),
+        (m.Cos, "cos"),
+        (m.Tan, "tan"),
+        (m.Tanh, "tanh"),
+        (m.Sinh, "sinh"),
+        (m.Cosh, "cosh"),
+        (m.Arctan, "arctan"),
+        (m.Erf, "erf"),
+        (m.Erfc, "erfc"),
+        (m.Erfcx, "erfcx"),
+        (m.Gammaln, "gammaln"),
+    ]
+    for cls, name in elementwise_ops:
+        MPMATH_IMPLEMENTATIONS[cls] = _exact_or_native(cls, elementwise(name))
+
+    MPMATH_IMPLEMENTATIONS[m.Polygamma] = lambda op, x: _objects(
+        np.frompyfunc(scalar_ops()["polygamma"](op.n), 1, 1)(x)
+    )
+    MPMATH_IMPLEMENTATIONS[ew.Round] = lambda op, x: (
+        _objects(np.frompyfunc(scalar_ops()["round"](op.decimals), 1, 1)(x)) if _is_mp(x) else op.perform(x)
+    )
+    MPMATH_IMPLEMENTATIONS[ew.Compare] = _compare
+    MPMATH_IMPLEMENTATIONS[ew.Logical] = _logical
+    MPMATH_IMPLEMENTATIONS[ew.Where] = lambda op, c, x, y: np.where(np.asarray(c, dtype=bool), x, y)
+    MPMATH_IMPLEMENTATIONS[ew.Cast] = lambda op, x: x  # exact: a cast changes the representation, not the value
+    MPMATH_IMPLEMENTATIONS[r.Sum] = lambda op, x: _reduce_sum(np.sum, op, x)
+    MPMATH_IMPLEMENTATIONS[r.Prod] = lambda op, x: _reduce_sum(np.prod, op, x)
+    MPMATH_IMPLEMENTATIONS[r.Max] = lambda op, x: _extremum("maximum", op, x, None)
+    MPMATH_IMPLEMENTATIONS[r.Min] = lambda op, x: _extremum("minimum", op, x, None)
+    MPMATH_IMPLEMENTATIONS[r.Any] = lambda op, x: op.perform(_truth(x))
+    MPMATH_IMPLEMENTATIONS[r.All] = lambda op, x: op.perform(_truth(x))
+    MPMATH_IMPLEMENTATIONS[r.ArgExtremum] = _arg_extremum
+    # data movement: NumPy's own implementation works on object arrays unchanged
+    data_movement: tuple[type, ...] = (
+        s.ShapeDim,
+        s.Reshape,
+        s.Transpose,
+        s.ExpandDims,
+        s.Squeeze,
+        s.BroadcastTo,
+        s.ReduceTo,
+        s.Concatenate,
+        s.SplitLike,
+        indexing.Index,
+        indexing.IndexUpdate,
+        linalg.Matmul,
+        linalg.Einsum,
+        creation.Alloc,
+    )
+    for cls in data_movement:
+        MPMATH_IMPLEMENTATIONS[cls] = lambda op, *xs: op.perform(*xs)
+    _register_stable()
+
+
+def _register_stable() -> None:
+    """The stable family's few primitive (non-composite) ops."""
+    try:
+        from ..ops.stable import _common, logsumexp
+    except ImportError:  # pragma: no cover - while the stable family lands
+        return
+    if hasattr(_common, "MaxShift"):
+        MPMATH_IMPLEMENTATIONS[_common.MaxShift] = lambda op, x: _extremum(
+            "maximum", op, x, scalar_ops()["mpf"]("-inf")
+        )
+    if hasattr(logsumexp, "LogCumSumExp"):
+        MPMATH_IMPLEMENTATIONS[logsumexp.LogCumSumExp] = _logcumsumexp
+
+
+def _logcumsumexp(op, x):
+    if x.shape[op.axis] == 0:
+        return x
+    return np.frompyfunc(scalar_ops()["logaddexp"], 2, 1).accumulate(x, axis=op.axis, dtype=object)
+
+
+def _is_mp(x) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype == object
+
+
+def _exact_or_native(cls: type, impl: Callable) -> Callable:
+    """impl on mpf operands; integer-only operands keep NumPy's (exact, integer) semantics."""
+
+    def apply(op, *xs):
+        if not any(_is_mp(x) for x in xs):
+            with np.errstate(all="ignore"):
+                return op.perform(*xs)
+        return impl(op, *xs)
+
+    return apply
+
+
+def _compare(op, x, y):
+    if not (_is_mp(x) or _is_mp(y)):
+        return op.perform(x, y)
+    return np.asarray(getattr(np, op.ufunc)(x, y), dtype=bool)
+
+
+def _logical(op, *xs):
+    if op.ufunc in ("isnan", "isinf", "isfinite"):
+        (x,) = xs
+        if not _is_mp(x):
+            return op.perform(x)
+        return np.asarray(_objects(np.frompyfunc(scalar_ops()[op.ufunc], 1, 1)(x)), dtype=bool)
+    return op.perform(*(_truth(x) for x in xs))
+
+
+def _truth(x):
+    return np.asarray(np.not_equal(x, 0), dtype=bool) if _is_mp(x) else x
+
+
+def _reduce_sum(fn, op, x):
+    if not _is_mp(x):
+        return op.perform(x)
+    return to_mp(fn(x, axis=op.axes, keepdims=op.keepdims))
+
+
+def _extremum(name: str, op, x, initial):
+    if not _is_mp(x):
+        return op.perform(x)
+    reduce = np.frompyfunc(scalar_ops()[name], 2, 1).reduce
+    out = x
+    for axis in sorted(op.axes, reverse=True):
+        if out.shape[axis] == 0:
+            if initial is None:
+                raise ValueError(f"zero-size array to reduction operation {op.name} which has no identity")
+            shape = out.shape[:axis] + out.shape[axis + 1 :]
+            out = np.full(shape, initial, dtype=object)
+        else:
+            out = _objects(reduce(out, axis=axis, dtype=object))
+    if op.keepdims:
+        out = np.expand_dims(out, op.axes) if op.axes else out
+    return out
+
+
+def _arg_extremum(op, x):
+    if not _is_mp(x):
+        return op.perform(x)
+    nan = np.asarray(_objects(np.frompyfunc(scalar_ops()["isnan"], 1, 1)(x)), dtype=bool)
+    as_float = np.where(nan, np.nan, to_float(np.where(nan, 0, x)))  # ordering survives rounding but for ties
+    return op.perform(as_float)
