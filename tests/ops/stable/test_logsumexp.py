@@ -316,3 +316,12 @@ def test_stable_logsumexp_ops_respect_reads(op, arrays):
 def test_logsumexp_compiles_through_perform_and_reference():
     x = np.array([[2.0, 1.0], [0.5, -0.5]])
     assert_matches(LogSumExp((1,)).perform(x), to_float(mp_lse(mp_array(x), axis=1)), rtol=1e-15)
+
+
+def test_gradient_shares_tied_maxima_exactly_at_huge_magnitude():
+    # out = max + log(2) rounds to max itself past 2**53, so exp(x - out) would give 1 to each
+    x = sg.vector("x")
+    f = sg.function([x], sg.grad(sg.logsumexp(x), x))
+    for big in (1e17, 1e300, -1e300):
+        below = big - abs(big) - 1.0  # well under the two tied maxima
+        np.testing.assert_array_equal(f(np.array([big, big, below])), [0.5, 0.5, 0.0])

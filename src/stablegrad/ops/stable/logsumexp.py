@@ -149,6 +149,15 @@ def lse_pullback(axes, x, b, mask, out, total_sign, g) -> list:
     entries (K the sum of their weights), 0 elsewhere.
     """
     x_live = x if mask is None else where(mask, x, NEG_INF)
+    if b is None and total_sign is None:
+        # unweighted, p is softmax(x): computed as one, not as exp(x - out), which loses
+        # the log(k) of k tied maxima once |x| > 2**53 (out rounds to the max itself).
+        # An empty (all -inf) row gets a uniform stand-in so no NaN reaches second order.
+        from .softmax import Softmax
+
+        empty = equal(out, NEG_INF)
+        p = Softmax(axes)(where(empty, 0, x_live))
+        return [g * where(empty, 0, p)] + ([zero_grad(mask)] if mask is not None else [])
     out_safe = where(equal(out, NEG_INF), 0, out)
     at_inf = equal(x_live, where(equal(out, POS_INF), POS_INF, np.nan))  # the +inf entries of +inf rows
     if b is not None:
