@@ -55,6 +55,7 @@ SPECS = [
     Spec("cos", sg.cos, np.cos, (REAL,), (m.Cos,)),
     Spec("tan", sg.tan, np.tan, (uniform(-1.2, 1.2),), (m.Tan,)),
     Spec("tanh", sg.tanh, np.tanh, (REAL,), (m.Tanh,)),
+    Spec("sech_squared", lambda x: m.SechSquared()(x), lambda x: 1 / np.cosh(x) ** 2, (REAL,), (m.SechSquared,)),
     Spec("sinh", sg.sinh, np.sinh, (REAL,), (m.Sinh,)),
     Spec("cosh", sg.cosh, np.cosh, (REAL,), (m.Cosh,)),
     Spec("arctan", sg.arctan, np.arctan, (REAL,), (m.Arctan,)),

@@ -7,12 +7,19 @@ import numpy as np
 import pytest
 
 import stablegrad as sg
+from stablegrad.graph.basic import toposort
 from stablegrad.ops.composite import OpFromGraph, SymbolicOp
-from stablegrad.ops.stable import LogSumExp
+from stablegrad.ops.stable import LogSumExp, Softmax
+from stablegrad.rewrite.pipeline import optimize
 
 
 def _op_types(f):
     return {type(n.op) for n in f.nodes}
+
+
+def _inlined_op_types(inputs, outputs):
+    """Op classes after the whole pipeline with every composite inlined (no backend keeps any whole)."""
+    return {type(n.op) for n in toposort(optimize(outputs, inputs, keep_whole=None))}
 
 
 def _naive_softmax(z):
@@ -39,21 +46,24 @@ def test_nested_composites_are_recognised_and_inlined():
     outer = OpFromGraph([w], [inner(w) * 2.0])
     x = sg.vector("x")
     cost = outer(x)
-    f = sg.function([x], [cost, sg.grad(cost, x)])
+    outputs = [cost, sg.grad(cost, x)]
+    f = sg.function([x], outputs)
     value, grad = f(np.array([1000.0, 1000.0]))
     np.testing.assert_allclose(value, 2 * (1000.0 + np.log(2.0)))
     np.testing.assert_allclose(grad, [1.0, 1.0])
-    assert not any(issubclass(t, OpFromGraph | SymbolicOp) for t in _op_types(f))
+    assert not any(issubclass(t, OpFromGraph) for t in _op_types(f))
+    assert not any(issubclass(t, OpFromGraph | SymbolicOp) for t in _inlined_op_types([x], outputs))
     assert any("logsumexp_from_naive" in line for line in f.explain().splitlines())
 
 
 def test_a_symbolic_op_body_is_not_recognised_again_and_compiling_terminates():
     x = sg.matrix("x")
+    outputs = [sg.logsumexp(x, axis=1), sg.grad(sg.sum(sg.logsumexp(x, axis=1)), x)]
     start = time.perf_counter()
-    f = sg.function([x], [sg.logsumexp(x, axis=1), sg.grad(sg.sum(sg.logsumexp(x, axis=1)), x)])
+    f = sg.function([x], outputs)
     assert time.perf_counter() - start < 5.0
-    assert LogSumExp not in _op_types(f)
     assert not any(c.rule == "logsumexp_from_naive" for c in f.changes.changes)
+    assert LogSumExp not in _inlined_op_types([x], outputs)  # inlined once, and not re-recognised
 
 
 @pytest.mark.parametrize(
@@ -72,8 +82,11 @@ def test_a_symbolic_op_body_is_not_recognised_again_and_compiling_terminates():
 def test_compiled_stable_ops_leave_no_composite_after_specialize(build):
     x = sg.matrix("x")
     y = build(x)
-    f = sg.function([x], [y, sg.grad(sg.sum(y), x)])
-    assert not any(issubclass(t, OpFromGraph | SymbolicOp) for t in _op_types(f))
+    outputs = [y, sg.grad(sg.sum(y), x)]
+    assert not any(issubclass(t, OpFromGraph | SymbolicOp) for t in _inlined_op_types([x], outputs))
+    # the NumPy backend keeps only what it has a bit-for-bit fused implementation of
+    kept = {t for t in _op_types(sg.function([x], outputs)) if issubclass(t, SymbolicOp)}
+    assert kept <= {LogSumExp, Softmax}
 
 
 def test_grad_recognises_before_differentiating():

@@ -5,8 +5,10 @@ reader it was are cleared, so a long elementwise chain holds only a couple of
 intermediates at a time.  The per-node work is one call of the op's NumPy
 implementation plus list indexing — a few hundred nanoseconds of overhead.
 
-`IMPLEMENTATIONS` maps an op class to a factory of a faster implementation; an
-op without an entry runs its own `perform` (its reference semantics).
+`IMPLEMENTATIONS` maps an op class to a factory of a faster implementation (or
+None where it does not apply); an op without one runs its own `perform` (its
+reference semantics).  A composite with an implementation is kept whole instead
+of being inlined (`runs_whole`).
 """
 
 from __future__ import annotations
@@ -17,13 +19,21 @@ import numpy as np
 
 from ..errors import ExecutionError, StableGradError
 from ..graph.basic import Apply, Constant, Op, Variable, toposort
+from .numpy_fused import FUSED
 
-IMPLEMENTATIONS: dict[type, Callable[[Op], Callable]] = {}
+IMPLEMENTATIONS: dict[type, Callable[[Op], Callable | None]] = dict(FUSED)
 
 
 def implementation(op: Op) -> Callable:
     factory = IMPLEMENTATIONS.get(type(op))
-    return factory(op) if factory is not None else op.perform
+    fast = factory(op) if factory is not None else None
+    return fast if fast is not None else op.perform
+
+
+def runs_whole(op: Op) -> bool:
+    """Whether this backend runs the (composite) op as one node rather than its inlined body."""
+    factory = IMPLEMENTATIONS.get(type(op))
+    return factory is not None and factory(op) is not None
 
 
 class Program:

@@ -39,7 +39,13 @@ class Function:
         self.recognition = recognition
         self.backend = backend
         self.changes = ChangeLog()
-        self.graph = FunctionGraph(self.inputs, optimize(self.outputs, self.inputs, recognition, self.changes))
+        keep_whole = None
+        if backend == "numpy":  # it runs some stable ops whole, faster and bit-for-bit their bodies
+            from ..backends.numpy_backend import runs_whole
+
+            keep_whole = runs_whole
+        optimized = optimize(self.outputs, self.inputs, recognition, self.changes, keep_whole)
+        self.graph = FunctionGraph(self.inputs, optimized)
         if shard and backend != "jax":
             raise StableGradError(f"function: shard= needs backend='jax' (got backend={backend!r})")
         if backend == "numpy":

@@ -51,6 +51,8 @@ class Sum(Reduction):
     reads = READS_NOTHING
 
     def perform(self, x):
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f":  # the ufunc itself: np.sum's wrapper costs µs
+            return np.add.reduce(x, axis=self.axes, keepdims=self.keepdims)
         return np.sum(x, axis=self.axes, keepdims=self.keepdims)
 
     def pullback(self, inputs, outputs, grads):

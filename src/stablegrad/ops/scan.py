@@ -36,26 +36,40 @@ class InnerGraph:
         self, carries: list[Variable], slices: list[Variable], consts: list[Variable], outputs: list[Variable]
     ):
         self.carries, self.slices, self.consts, self.outputs = carries, slices, consts, outputs
-        self._program = None
+        self._programs: dict = {}
 
     @property
     def inputs(self) -> list[Variable]:
         return self.carries + self.slices + self.consts
 
-    def program(self):
-        """The body compiled once, for the NumPy backend.
+    def program(self, shapes: tuple | None = None):
+        """The body compiled for the NumPy backend, once per tuple of argument shapes.
 
+        Given the shapes the loop actually runs with, the body is compiled for exactly
+        those: every extent is static, so shape lookups fold to constants and the
+        sums that undo broadcasting vanish where nothing was broadcast — per step,
+        that is most of the bookkeeping nodes of a gradient.
         Only the value-preserving late phase runs here (inlining, merging, folding):
         recognition is the outer pipeline's decision — its `scan_body_recognised`
         rewrite has already replaced this loop by one with a recognised body when
         recognition is on, and with `recognition=False` the body stays as written.
         """
-        if self._program is None:
-            from ..backends.numpy_backend import Program
+        program = self._programs.get(shapes)
+        if program is None:
+            from ..backends.numpy_backend import Program, runs_whole
             from ..rewrite.pipeline import optimize
 
-            self._program = Program(self.inputs, optimize(self.outputs, self.inputs, recognition=False))
-        return self._program
+            inputs, outputs = self.inputs, self.outputs
+            if shapes is not None:
+                typed = [Variable(TensorType(p.dtype, s), name=p.name) for p, s in zip(inputs, shapes)]
+                try:
+                    outputs = substitute(outputs, {p.id: t for p, t in zip(inputs, typed)})
+                    inputs = typed
+                except StableGradError:  # the type rules reject these shapes: run the generic body, which reports it
+                    inputs, outputs = self.inputs, self.outputs
+            body = optimize(outputs, inputs, recognition=False, keep_whole=runs_whole)
+            program = self._programs[shapes] = Program(inputs, body)
+        return program
 
 
 class Scan(Op):
@@ -113,7 +127,9 @@ class Scan(Op):
         xs = arrays[n_carry : n_carry + n_xs]
         consts = list(arrays[n_carry + n_xs :])
         steps = _run_length(self, xs)
-        run = self.inner.program().run_unguarded
+        shapes = tuple(np.shape(a) for a in carry) + tuple(np.shape(x)[1:] for x in xs)
+        shapes += tuple(np.shape(a) for a in consts)
+        run = self.inner.program(shapes).run_unguarded
         inner = self.inner
         # Outputs are written in place into arrays allocated once (ys: at the first step,
         # when their shape is known), so a step costs the body's ops and little else.

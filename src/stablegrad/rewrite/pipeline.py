@@ -9,9 +9,9 @@ prefix that `grad` runs before differentiating.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from ..graph.basic import Variable, substitute
+from ..graph.basic import Op, Variable, substitute
 from . import canonicalize, specialize, stabilize
 from .engine import ChangeLog, Phase, Rebuilder, Rewrite
 
@@ -54,16 +54,25 @@ def run_phases(
 
 
 def optimize(
-    outputs: Sequence[Variable], keep: Iterable[Variable] = (), recognition: bool = True, log: ChangeLog | None = None
+    outputs: Sequence[Variable],
+    keep: Iterable[Variable] = (),
+    recognition: bool = True,
+    log: ChangeLog | None = None,
+    keep_whole: Callable[[Op], bool] | None = None,
 ) -> list[Variable]:
     """The whole pipeline; with `recognition=False` formulas stay exactly as written.
 
     Without recognition the normal forms of canonicalize are skipped too (one of
     them, `log(exp(x)) → x`, already repairs an overflow); what remains is merging,
-    constant folding and inlining, none of which changes a value.
+    constant folding and inlining, none of which changes a value.  `keep_whole`
+    says which composites the target backend runs as one node instead of inlining.
     """
     phases = [Phase.CANONICALIZE, Phase.STABILIZE, Phase.SPECIALIZE] if recognition else [Phase.SPECIALIZE]
-    return run_phases(outputs, phases, keep, log)
+    token = specialize.KEEP_WHOLE.set(keep_whole)
+    try:
+        return run_phases(outputs, phases, keep, log)
+    finally:
+        specialize.KEEP_WHOLE.reset(token)
 
 
 def recognise(

@@ -1,4 +1,5 @@
-"""Specialize: late inlining of composites, so backends see plain ops to fuse and run.
+"""Specialize: late inlining of composites, so backends see plain ops to fuse and run,
+and cheap speed-ups that need static shapes (shape lookups and broadcasts that fold away).
 
 Runs after recognition, and recognition never runs again afterwards: that is what
 keeps the max-shifted body of `LogSumExp`, once inlined, from being recognised as
@@ -7,17 +8,48 @@ keeps the max-shifted body of `LogSumExp`, once inlined, from being recognised a
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable
+
+import numpy as np
+
+from ..graph.basic import Constant, Op
 from ..ops.composite import OpFromGraph, SymbolicOp, inline
+from ..ops.shape import BroadcastTo, ReduceTo, ShapeDim
 from .engine import Kind, Phase, rewrite
+
+#: which composites the target backend runs whole (not inlined); set by `pipeline.optimize`
+KEEP_WHOLE: contextvars.ContextVar[Callable[[Op], bool] | None] = contextvars.ContextVar("keep_whole", default=None)
 
 
 @rewrite(Phase.SPECIALIZE, Kind.INLINING, SymbolicOp, OpFromGraph)
 def inline_composite(node):
-    """A composite op → its body, rebuilt on the node's inputs."""
+    """A composite op → its body, rebuilt on the node's inputs (unless the backend runs it whole)."""
     op = node.op
-    if isinstance(op, SymbolicOp) and not op.inline:
+    keep_whole = KEEP_WHOLE.get()
+    if isinstance(op, SymbolicOp) and (not op.inline or (keep_whole is not None and keep_whole(op))):
         return None
     return inline(op, node.inputs)
 
 
-RULES = (inline_composite,)
+def _static(dims) -> tuple[int, ...] | None:
+    values = tuple(int(d.data) if isinstance(d, Constant) else None for d in dims)
+    return None if None in values else values  # type: ignore[return-value]
+
+
+@rewrite(Phase.SPECIALIZE, Kind.ALGEBRA, ShapeDim)
+def static_extent(node):
+    """x.shape[i] → a constant where the extent is known statically."""
+    n = node.inputs[0].type.shape[node.op.axis]
+    return Constant(np.int64(n)) if n is not None else None
+
+
+@rewrite(Phase.SPECIALIZE, Kind.ALGEBRA, ReduceTo, BroadcastTo)
+def needless_broadcast(node):
+    """reduce_to / broadcast_to a static shape the operand already has → the operand."""
+    x, dims = node.inputs[0], node.inputs[1:]
+    target = _static(dims)
+    return x if target is not None and x.type.shape == target else None
+
+
+RULES = (inline_composite, static_extent, needless_broadcast)

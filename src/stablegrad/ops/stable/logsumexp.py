@@ -70,6 +70,11 @@ class LogSumExp(SymbolicOp):
 
     @property
     def reads(self) -> Reads:  # type: ignore[override]
+        """The operands; the output too when weighted or signed.  (Unweighted, the
+        gradient is a softmax of x alone, so a loop's backward pass need not
+        recompute the forward value.)"""
+        if not self.weighted and not self.return_sign:
+            return Reads(inputs=ALL, outputs=())
         return Reads(inputs=ALL, outputs=(0, 1) if self.return_sign else (0,))
 
     def build(self, *inputs):
@@ -155,7 +160,7 @@ def lse_pullback(axes, x, b, mask, out, total_sign, g) -> list:
         # An empty (all -inf) row gets a uniform stand-in so no NaN reaches second order.
         from .softmax import Softmax
 
-        empty = equal(out, NEG_INF)
+        empty = equal(MaxShift(axes, keepdims=True)(x_live), NEG_INF)  # not from `out`: see `reads`
         p = Softmax(axes)(where(empty, 0, x_live))
         return [g * where(empty, 0, p)] + ([zero_grad(mask)] if mask is not None else [])
     out_safe = where(equal(out, NEG_INF), 0, out)

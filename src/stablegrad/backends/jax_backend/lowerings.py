@@ -1,0 +1,398 @@
+"""One `lower_<op>(op, *args)` per primitive op: the op's NumPy semantics written with `jax.numpy`.
+
+Arguments are traced JAX arrays or, for values known while tracing (constants,
+shapes and integers computed from shapes), NumPy arrays.  Two habits keep the
+results identical to the NumPy backend:
+
+- Operands are converted to the dtype NumPy computes in *before* the JAX call,
+  because JAX's promotion differs from NumPy's (int32 + float32 is float32 in
+  JAX, float64 in NumPy; sqrt of int8 is float16 in NumPy).
+- Anything that fixes a shape (reshape targets, broadcast targets, arange ends,
+  boolean masks) must be a NumPy value at trace time: XLA compiles static shapes.
+  `static_ints` says so clearly when it is not.
+
+Matrix products ask for `Precision.HIGHEST`, so float32 products on GPUs are not
+silently done in TF32 (10-bit mantissas), which would break parity with NumPy.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+import numpy as np
+from jax.experimental import checkify
+
+from ...errors import ExecutionError, ShapeError, StableGradError
+from ...ops import creation, elementwise, indexing, linalg, reduction, shape
+from ...ops import math as math_ops
+from ...ops.base import _numpy_result_dtype
+from ...ops.stable._common import MaxShift
+from ...ops.stable.logsumexp import LogCumSumExp
+from ...ops.stable.softmax import LabelsInRange
+
+HIGHEST = jax.lax.Precision.HIGHEST
+
+
+class LoweringError(Exception):
+    """What a lowering reports; `trace.evaluate` raises it as `kind` with the node's source line.
+
+    (Raised directly, a StableGradError would name a frame inside JAX's tracer.)
+    """
+
+    def __init__(self, kind: type[StableGradError], message: str):
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
+def is_static(value) -> bool:
+    """Whether a value is known while tracing (a NumPy array or scalar, not a tracer)."""
+    return isinstance(value, np.ndarray | np.generic)
+
+
+def static_ints(values: Sequence, op: str, what: str = "shape") -> tuple[int, ...]:
+    """Shape entries as Python ints; an entry computed from array *values* cannot be compiled."""
+    result = []
+    for i, v in enumerate(values):
+        if not is_static(v):
+            raise LoweringError(
+                ShapeError,
+                f"{op}: on the jax backend the {what} must be known when compiling, but entry {i} is computed "
+                "from array values rather than from shapes (XLA compiles static shapes)",
+            )
+        result.append(int(v))
+    return tuple(result)
+
+
+def _cast(values: Sequence, dtype: np.dtype) -> list:
+    return [v if v.dtype == dtype else jnp.asarray(v, dtype=dtype) for v in values]
+
+
+# -- elementwise: NumPy's promotion first, then the JAX function of the same meaning --------------------
+def _sech_squared(x):
+    """sech²(x) as `SechSquared.perform` computes it: 4e / (1 + e)², e = exp(-2|x|) (no cancellation)."""
+    e = jnp.exp(-2 * jnp.abs(x))
+    return 4 * e / jnp.square(1 + e)
+
+
+UFUNCS: dict[type, Callable] = {
+    elementwise.Add: jnp.add,
+    elementwise.Subtract: jnp.subtract,
+    elementwise.Multiply: jnp.multiply,
+    elementwise.Divide: jnp.true_divide,
+    elementwise.Power: jnp.power,
+    elementwise.FloorDivide: jnp.floor_divide,
+    elementwise.Mod: jnp.remainder,
+    elementwise.Maximum: jnp.maximum,
+    elementwise.Minimum: jnp.minimum,
+    elementwise.Negative: jnp.negative,
+    elementwise.Abs: jnp.abs,
+    elementwise.Square: jnp.square,
+    elementwise.Sqrt: jnp.sqrt,
+    elementwise.Reciprocal: jnp.reciprocal,
+    elementwise.Sign: jnp.sign,
+    elementwise.Floor: jnp.floor,
+    elementwise.Ceil: jnp.ceil,
+    elementwise.Clip: jnp.clip,
+    math_ops.Exp: jnp.exp,
+    math_ops.Exp2: jnp.exp2,
+    math_ops.Expm1: jnp.expm1,
+    math_ops.Log: jnp.log,
+    math_ops.Log2: jnp.log2,
+    math_ops.Log10: jnp.log10,
+    math_ops.Log1p: jnp.log1p,
+    math_ops.Sin: jnp.sin,
+    math_ops.Cos: jnp.cos,
+    math_ops.Tan: jnp.tan,
+    math_ops.Tanh: jnp.tanh,
+    math_ops.SechSquared: _sech_squared,
+    math_ops.Sinh: jnp.sinh,
+    math_ops.Cosh: jnp.cosh,
+    math_ops.Arctan: jnp.arctan,
+}
+
+#: SciPy's special functions evaluate float16/float32 arguments in double precision and round
+#: the result; JAX's float32 versions do not (gammaln(1) is 4.8e-7, not 0), so these do as SciPy
+SCIPY_UFUNCS: dict[type, Callable] = {
+    math_ops.Erf: jsp.erf,
+    math_ops.Erfc: jsp.erfc,
+    math_ops.Erfcx: jsp.erfcx,
+    math_ops.Gammaln: jsp.gammaln,
+}
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+def lower_ufunc(op, *args):
+    """Ops in `UFUNCS`: every operand in the output dtype (NumPy computes there), then the JAX function."""
+    dtype = _numpy_result_dtype(op, tuple(np.dtype(a.dtype) for a in args))
+    return UFUNCS[type(op)](*_cast(args, dtype))
+
+
+def _in_double(fn: Callable, x, dtype: np.dtype):
+    """fn evaluated as SciPy does: in float64 for narrower floats, rounded back to `dtype`."""
+    if dtype.kind == "f" and dtype.itemsize < 8:
+        return fn(jnp.asarray(x, dtype=_FLOAT64)).astype(dtype)
+    return fn(jnp.asarray(x, dtype=dtype))
+
+
+def lower_scipy_ufunc(op, x):
+    """Ops in `SCIPY_UFUNCS`, with SciPy's precision."""
+    return _in_double(SCIPY_UFUNCS[type(op)], x, _numpy_result_dtype(op, (np.dtype(x.dtype),)))
+
+
+def lower_round(op, x):
+    return jnp.round(x, op.decimals)
+
+
+def lower_polygamma(op, x):
+    def fn(v):
+        return jsp.digamma(v) if op.n == 0 else jsp.polygamma(op.n, v)
+
+    return _in_double(fn, x, _numpy_result_dtype(op, (np.dtype(x.dtype),)))
+
+
+def lower_compare(op, x, y):
+    """x <op> y in their common NumPy dtype (JAX would compare int32 with float32 in float32)."""
+    return getattr(jnp, op.ufunc)(*_cast([x, y], np.result_type(x.dtype, y.dtype)))
+
+
+def lower_logical(op, *xs):
+    return getattr(jnp, op.ufunc)(*xs)
+
+
+def lower_where(op, c, x, y):
+    dtype = _numpy_result_dtype(op, (np.dtype(c.dtype), np.dtype(x.dtype), np.dtype(y.dtype)))
+    return jnp.where(c, *_cast([x, y], dtype))
+
+
+def lower_cast(op, x):
+    return jnp.asarray(x).astype(op.dtype)
+
+
+# -- reductions -------------------------------------------------------------------------------------------
+@functools.cache
+def _reduction_dtype(op, dtype: np.dtype, ndim: int) -> np.dtype:
+    return np.asarray(op.perform(np.ones((1,) * ndim, dtype))).dtype
+
+
+def _reduce(fn: Callable, op, x, accumulate: bool = False):
+    if accumulate:  # sum and prod accumulate in NumPy's result dtype (int32 sums in int64)
+        (x,) = _cast([x], _reduction_dtype(op, np.dtype(x.dtype), x.ndim))
+    return fn(x, axis=op.axes, keepdims=op.keepdims)
+
+
+def _require_nonempty(op, x) -> None:
+    if any(x.shape[a] == 0 for a in op.axes):
+        raise LoweringError(
+            ExecutionError, f"{op.name}: zero-size array to a reduction that has no identity (shape {x.shape})"
+        )
+
+
+def lower_sum(op, x):
+    return _reduce(jnp.sum, op, x, accumulate=True)
+
+
+def lower_prod(op, x):
+    return _reduce(jnp.prod, op, x, accumulate=True)
+
+
+def lower_max(op, x):
+    _require_nonempty(op, x)
+    return _reduce(jnp.max, op, x)
+
+
+def lower_min(op, x):
+    _require_nonempty(op, x)
+    return _reduce(jnp.min, op, x)
+
+
+def lower_any(op, x):
+    return _reduce(jnp.any, op, x)
+
+
+def lower_all(op, x):
+    return _reduce(jnp.all, op, x)
+
+
+def lower_arg_extremum(op, x):
+    fn = jnp.argmax if op.kind == "argmax" else jnp.argmin
+    if math.prod(x.shape) == 0:
+        raise LoweringError(
+            ExecutionError, f"{op.name}: attempt to get {op.kind} of an empty sequence (shape {x.shape})"
+        )
+    if len(op.axes) == 1 and x.ndim > 0:
+        return fn(x, axis=op.axes[0], keepdims=op.keepdims)
+    out = fn(jnp.ravel(x))
+    return jnp.reshape(out, (1,) * x.ndim) if op.keepdims else out
+
+
+# -- shapes ------------------------------------------------------------------------------------------------
+def lower_shape_dim(op, x):
+    """A static extent: the traced array's shape is known (jit retraces for every new input shape)."""
+    return np.int64(np.shape(x)[op.axis])
+
+
+def lower_reshape(op, x, *dims):
+    return jnp.reshape(x, static_ints(dims, "reshape"))
+
+
+def lower_transpose(op, x):
+    return jnp.transpose(x, op.axes)
+
+
+def lower_expand_dims(op, x):
+    return jnp.expand_dims(x, op.axes)
+
+
+def lower_squeeze(op, x):
+    return jnp.squeeze(x, op.axes)
+
+
+def lower_broadcast_to(op, x, *dims):
+    return jnp.broadcast_to(x, static_ints(dims, "broadcast_to"))
+
+
+def lower_reduce_to(op, g, *dims):
+    target = static_ints(dims, "reduce_to")
+    if tuple(np.shape(g)) == target:
+        return g
+    extra = g.ndim - len(target)
+    axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(target) if n == 1 and g.shape[extra + i] != 1)
+    return jnp.reshape(jnp.sum(g, axis=axes, keepdims=True), target)
+
+
+def lower_concatenate(op, *xs):
+    return jnp.concatenate(xs, axis=op.axis)
+
+
+def lower_split_like(op, g, *refs):
+    cuts = np.cumsum([np.shape(r)[op.axis] for r in refs])[:-1]
+    return tuple(jnp.split(g, [int(c) for c in cuts], axis=op.axis))
+
+
+# -- indexing ---------------------------------------------------------------------------------------------
+def _index(spec: tuple, arrays: Sequence, op: str) -> tuple:
+    """The index tuple; a boolean mask becomes its (static) nonzero positions, as NumPy defines it."""
+    it = iter(arrays)
+    index: list[Any] = []
+    for entry in spec:
+        if entry == indexing.ARRAY:
+            array = next(it)
+            if array.dtype == np.bool_:
+                if not is_static(array):
+                    raise LoweringError(
+                        ShapeError,
+                        f"{op}: on the jax backend a boolean mask must be known when compiling; a mask computed "
+                        "from array values gives a data-dependent shape, which XLA cannot compile "
+                        "(use sg.where(mask, x, 0) instead)",
+                    )
+                index.extend(np.nonzero(array))
+            else:
+                index.append(array)
+        elif isinstance(entry, tuple):
+            index.append(slice(*entry))
+        else:
+            index.append(entry)
+    return tuple(index)
+
+
+def lower_index(op, x, *arrays):
+    return jnp.asarray(x)[_index(op.spec, arrays, "getitem")]
+
+
+def lower_index_update(op, x, v, *arrays):
+    at = jnp.asarray(x).at[_index(op.spec, arrays, f"at[].{op.mode}")]
+    return at.set(v) if op.mode == "set" else at.add(v)
+
+
+# -- products ---------------------------------------------------------------------------------------------
+def lower_matmul(op, a, b):
+    return jnp.matmul(*_cast([a, b], np.result_type(a.dtype, b.dtype)), precision=HIGHEST)
+
+
+def lower_einsum(op, *xs):
+    return jnp.einsum(op.subscripts, *_cast(xs, np.result_type(*(x.dtype for x in xs))), precision=HIGHEST)
+
+
+# -- creation ---------------------------------------------------------------------------------------------
+def lower_alloc(op, value, *dims):
+    return jnp.broadcast_to(jnp.asarray(value), static_ints(dims, "full"))
+
+
+def lower_arange(op, start, stop, step):
+    ends = [v.item() for v in (start, stop, step)] if all(map(is_static, (start, stop, step))) else None
+    if ends is None:
+        raise LoweringError(ShapeError, "arange: on the jax backend start, stop and step must be known when compiling")
+    if op.dtype.kind in "iu" and all(isinstance(e, int) for e in ends):
+        return jnp.arange(*ends, dtype=op.dtype)  # an iota, not a stored constant
+    return jnp.asarray(np.arange(*ends, dtype=op.dtype))
+
+
+# -- the stable family's primitives ---------------------------------------------------------------------------
+def lower_max_shift(op, x):
+    return jnp.max(x, axis=op.axes, keepdims=op.keepdims, initial=-np.inf)
+
+
+def lower_log_cum_sum_exp(op, x):
+    """`lax.cumlogsumexp`: a parallel prefix of stable pairwise logaddexps (NumPy runs them in sequence)."""
+    return jax.lax.cumlogsumexp(x, axis=op.axis)
+
+
+def lower_labels_in_range(op, labels, n):
+    """The labels, after a run-time check (`checkify.check`, so the program is checkified; see `RUNTIME_CHECKS`)."""
+    if math.prod(labels.shape) == 0:
+        return labels
+    bad = jnp.ravel((labels < 0) | (labels >= n))
+    first_bad = jnp.ravel(labels)[jnp.argmax(bad)]
+    limit = int(n) if is_static(n) else "n"
+    checkify.check(
+        ~jnp.any(bad), f"{op.name}: labels must lie in [0, {limit}) (the number of classes), got {{}}", first_bad
+    )
+    return labels
+
+
+#: ops whose lowering checks values at run time; a program that contains one runs under `checkify`
+RUNTIME_CHECKS: tuple[type, ...] = (LabelsInRange,)
+
+
+LOWERINGS: dict[type, Callable] = {
+    **dict.fromkeys(UFUNCS, lower_ufunc),
+    **dict.fromkeys(SCIPY_UFUNCS, lower_scipy_ufunc),
+    elementwise.Round: lower_round,
+    elementwise.Compare: lower_compare,
+    elementwise.Logical: lower_logical,
+    elementwise.Where: lower_where,
+    elementwise.Cast: lower_cast,
+    math_ops.Polygamma: lower_polygamma,
+    reduction.Sum: lower_sum,
+    reduction.Prod: lower_prod,
+    reduction.Max: lower_max,
+    reduction.Min: lower_min,
+    reduction.Any: lower_any,
+    reduction.All: lower_all,
+    reduction.ArgExtremum: lower_arg_extremum,
+    shape.ShapeDim: lower_shape_dim,
+    shape.Reshape: lower_reshape,
+    shape.Transpose: lower_transpose,
+    shape.ExpandDims: lower_expand_dims,
+    shape.Squeeze: lower_squeeze,
+    shape.BroadcastTo: lower_broadcast_to,
+    shape.ReduceTo: lower_reduce_to,
+    shape.Concatenate: lower_concatenate,
+    shape.SplitLike: lower_split_like,
+    indexing.Index: lower_index,
+    indexing.IndexUpdate: lower_index_update,
+    linalg.Matmul: lower_matmul,
+    linalg.Einsum: lower_einsum,
+    creation.Alloc: lower_alloc,
+    creation.Arange: lower_arange,
+    MaxShift: lower_max_shift,
+    LogCumSumExp: lower_log_cum_sum_exp,
+    LabelsInRange: lower_labels_in_range,
+}

@@ -1,0 +1,193 @@
+"""Walking a node list under a JAX trace, and the ops that contain graphs (scan, composites).
+
+`evaluate(plan, values)` runs a `Plan` — a scheduled node list with each node's
+lowering looked up in advance — on traced arrays.  Values known while tracing
+stay NumPy: constants, every `ShapeDim` (the traced array's shape is static), and
+small integer/shape arithmetic on them, which is run with the op's own NumPy
+`perform`.  That is what lets `reshape(x, (x.shape[0] * 2, -1))` or `mean` over
+an axis of unknown length compile: their shape entries are plain ints by the time
+XLA sees them.  Everything else goes through its lowering, and each result is
+cast to the dtype the graph declares, so JAX's promotion rules never leak out.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ...errors import ExecutionError, StableGradError
+from ...graph.basic import Apply, Constant, Op, Variable, toposort
+from ...graph.types import TensorType
+from ...ops import base, reduction, shape
+from ...ops.composite import OpFromGraph, SymbolicOp, body_of
+from ...ops.scan import Scan, ScanError
+from ...rewrite.pipeline import optimize
+from .lowerings import LOWERINGS as PRIMITIVE_LOWERINGS
+from .lowerings import LoweringError, is_static
+
+#: entries beyond which a value known at trace time is left to XLA rather than computed with NumPy
+FOLD_LIMIT = 4096
+#: ops cheap to run on small known values while tracing (their outputs are no bigger than their inputs)
+_FOLDABLE = (base.Elementwise, reduction.Reduction, shape.Reshape, shape.ExpandDims, shape.Squeeze, shape.Transpose)
+
+
+class Plan:
+    """A node list to trace: inputs, outputs, and for each node its lowering."""
+
+    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable]):
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.nodes = toposort(self.outputs, stop=self.inputs)
+        self.steps = [(node, lowering_for(node.op)) for node in self.nodes]
+        for node in self.nodes:
+            if isinstance(node.op, Scan):
+                inner_plan(node.op)  # plans the step graph now, so a missing lowering fails at compile time
+
+
+def lowering_of(op_class: type) -> Callable | None:
+    """The lowering of an op class, looked up along its bases (so every SymbolicOp lowers through its body)."""
+    for cls in op_class.__mro__:
+        lower = LOWERINGS.get(cls)
+        if lower is not None:
+            return lower
+    return None
+
+
+def lowering_for(op: Op) -> Callable:
+    """The lowering of an op, or an error that names it."""
+    lower = lowering_of(type(op))
+    if lower is not None:
+        return lower
+    raise StableGradError(
+        f"backend 'jax': op {op.name!r} ({type(op).__qualname__}) has no lowering; register "
+        "`lower_<op>(op, *args)` for it in stablegrad.backends.jax_backend.LOWERINGS"
+    )
+
+
+def evaluate(plan: Plan, values: Sequence) -> list:
+    """The plan's outputs for these input values (traced arrays or NumPy values)."""
+    env: dict[int, object] = {v.id: a for v, a in zip(plan.inputs, values)}
+
+    def value_of(v: Variable):
+        return v.data if isinstance(v, Constant) else env[v.id]
+
+    for node, lower in plan.steps:
+        args = [value_of(v) for v in node.inputs]
+        try:
+            if _foldable(node, args):
+                with np.errstate(all="ignore"):
+                    result = node.op.perform(*args)  # type: ignore[attr-defined]
+            else:
+                result = lower(node.op, *args)
+        except LoweringError as exc:
+            raise exc.kind(exc.message, location=node.location) from None
+        except ScanError as exc:  # a loop's body went wrong while running: as the NumPy backend reports it
+            raise ExecutionError(exc.message, location=exc.location) from exc
+        except StableGradError:  # ExecutionError, or what this backend cannot compile (data-dependent shapes)
+            raise
+        except Exception as exc:
+            shapes = ", ".join(str(np.shape(a)) for a in args)
+            raise ExecutionError(f"{node.op.name}: {exc} (operands {shapes})", location=node.location) from exc
+        results = (result,) if node.op.nout == 1 else tuple(result)
+        for out, r in zip(node.outputs, results):
+            env[out.id] = _conform(r, out.type)
+    return [value_of(v) for v in plan.outputs]
+
+
+def _foldable(node: Apply, args: list) -> bool:
+    return isinstance(node.op, _FOLDABLE) and all(is_static(a) and np.size(a) <= FOLD_LIMIT for a in args)
+
+
+def _conform(value, t: TensorType):
+    """The value in the graph's declared dtype (a no-op when it already is)."""
+    if is_static(value) or isinstance(value, int | float | bool):
+        return np.asarray(value, dtype=t.dtype)
+    return value if value.dtype == t.dtype else value.astype(t.dtype)
+
+
+# -- composites that survived inlining: through their body ------------------------------------------------
+_COMPOSITE_PLANS: dict[tuple, Plan] = {}
+
+
+def lower_composite(op, *args):
+    """A SymbolicOp kept whole (`inline = False`) or an OpFromGraph: its optimized body, traced in place."""
+    types = tuple(TensorType(np.dtype(a.dtype), tuple(np.shape(a))) for a in args)
+    key = (op, types)
+    plan = _COMPOSITE_PLANS.get(key)
+    if plan is None:
+        placeholders, outputs = body_of(op, types)
+        plan = _COMPOSITE_PLANS[key] = Plan(placeholders, optimize(outputs, placeholders, recognition=False))
+    results = evaluate(plan, args)
+    return results[0] if op.nout == 1 else tuple(results)
+
+
+# -- scan: lax.scan over the optimized step graph --------------------------------------------------------
+_SCAN_PLANS: weakref.WeakKeyDictionary[Scan, Plan] = weakref.WeakKeyDictionary()
+
+
+def inner_plan(op: Scan) -> Plan:
+    """The step graph after the value-preserving late phase, planned once (as `InnerGraph.program`).
+
+    Recognition is not repeated here: the outer pipeline already replaced the loop
+    by one with a recognised body when recognition is on.
+    """
+    plan = _SCAN_PLANS.get(op)
+    if plan is None:
+        inner = op.inner
+        plan = _SCAN_PLANS[op] = Plan(inner.inputs, optimize(inner.outputs, inner.inputs, recognition=False))
+    return plan
+
+
+def lower_scan(op: Scan, *args):
+    """`lax.scan`; the stacked carry history (what the pullback reads) is one more per-step output."""
+    n_carry, n_xs = op.n_carry, op.n_xs
+    carry_types = [c.type for c in op.inner.carries]
+    init = [jax.lax.convert_element_type(a, t.dtype) for a, t in zip(args[:n_carry], carry_types)]
+    xs = [jnp.asarray(a) for a in args[n_carry : n_carry + n_xs]]
+    consts = list(args[n_carry + n_xs :])
+    length = _scan_length(op, xs)
+    plan = inner_plan(op)
+
+    first_step = length - 1 if op.reverse else 0  # shapes are static: if one changes, it is at the first step
+
+    def step(carry, x_t):
+        outs = evaluate(plan, [*carry, *(x_t or ()), *consts])
+        new = []
+        for i, (c, old) in enumerate(zip(outs[:n_carry], carry)):
+            if np.shape(c) != old.shape:
+                raise ScanError(
+                    f"scan: the step function changed the shape of carry {i} from {old.shape} to {np.shape(c)} "
+                    f"at step {first_step}; a carry or y keeps its shape",
+                    op.location,
+                )
+            new.append(jax.lax.convert_element_type(c, old.dtype))
+        ys = [jnp.asarray(y) for y in outs[n_carry:]]
+        return new, (ys, list(carry))
+
+    final, (ys, history) = jax.lax.scan(step, init, xs or None, length=length, reverse=op.reverse)
+    return (*final, *ys, *history)
+
+
+def _scan_length(op: Scan, xs: list) -> int:
+    lengths = {x.shape[0] for x in xs}
+    if len(lengths) > 1:
+        raise ScanError(f"scan: the sequences have different lengths {sorted(lengths)}", op.location)
+    if op.length is not None:
+        if lengths and lengths != {op.length}:
+            raise ScanError(
+                f"scan: length={op.length} disagrees with the sequences' length {lengths.pop()}", op.location
+            )
+        return op.length
+    return lengths.pop()
+
+
+LOWERINGS: dict[type, Callable] = {
+    **PRIMITIVE_LOWERINGS,
+    Scan: lower_scan,
+    SymbolicOp: lower_composite,
+    OpFromGraph: lower_composite,
+}

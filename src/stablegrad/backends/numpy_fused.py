@@ -1,0 +1,52 @@
+"""Whole-op NumPy implementations of stable-family ops, for the NumPy backend.
+
+Inlined, `logsumexp`'s body is about fourteen nodes; on small arrays (an HMM step
+over a handful of states) the executor's per-node cost then dominates.  Run
+whole, it is one node doing the same NumPy calls in the same order — so the
+result is bit-for-bit the body's (a test compares them), only without the
+per-node overhead.  A factory returns None for parameters it does not cover;
+those ops are inlined as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..ops.stable import LogSumExp, Softmax
+
+
+def fused_logsumexp(op: LogSumExp) -> Callable | None:
+    """The plain (unweighted, unmasked, unsigned) LogSumExp body as one function."""
+    if op.weighted or op.masked or op.return_sign:
+        return None
+    axes, keepdims = op.axes, op.keepdims
+
+    def run(x):
+        m = np.maximum.reduce(x, axis=axes, keepdims=True, initial=-np.inf)
+        at_max = np.equal(x, m)
+        lead = np.maximum(np.add.reduce(at_max.astype(x.dtype), axis=axes, keepdims=True), 1)
+        rest = np.add.reduce(np.where(at_max, 0, np.exp(np.subtract(x, m))), axis=axes, keepdims=True)
+        out = m + (np.log(lead) + np.log1p(rest / lead))
+        return out if keepdims or not axes else np.squeeze(out, axes)
+
+    return run
+
+
+def fused_softmax(op: Softmax) -> Callable | None:
+    """The unmasked Softmax body as one function (the gradient of logsumexp is one too)."""
+    if op.masked:
+        return None
+    axes = op.axes
+
+    def run(x):
+        m = np.maximum.reduce(x, axis=axes, keepdims=True, initial=-np.inf)
+        at_max = np.equal(x, np.where(np.equal(m, -np.inf), np.nan, m))
+        e = np.exp(np.where(at_max, 0, np.subtract(x, m)))
+        return np.true_divide(e, np.add.reduce(e, axis=axes, keepdims=True))
+
+    return run
+
+
+FUSED: dict[type, Callable] = {LogSumExp: fused_logsumexp, Softmax: fused_softmax}

@@ -1,0 +1,549 @@
+"""The JAX backend: parity with NumPy on a table of graphs that uses every op, and its own contracts.
+
+Each case builds outputs from symbolic inputs; both backends compile the outputs and
+the gradient of `sum(w * output)` with respect to every float input, and must agree
+in dtype, shape and value (float64 to 1e-12 unless a case says otherwise).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import pkgutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+import stablegrad as sg  # noqa: E402
+from stablegrad.backends import jax_backend  # noqa: E402
+from stablegrad.graph.basic import Op  # noqa: E402
+from stablegrad.ops.composite import OpFromGraph, SymbolicOp  # noqa: E402
+from stablegrad.ops.math import erfcx  # noqa: E402
+from stablegrad.ops.scan import Scan  # noqa: E402
+from stablegrad.ops.stable import logcumsumexp, logsumexp, softmax, softmax_cross_entropy  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def normal(*shape, dtype="float64", scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(dtype)
+
+
+def positive(*shape, dtype="float64"):
+    return RNG.uniform(0.5, 2.5, shape).astype(dtype)
+
+
+def ints(*shape, lo=-3, hi=4, dtype="int64"):
+    return RNG.integers(lo, hi, shape).astype(dtype)
+
+
+@dataclass(frozen=True)
+class Case:
+    """Outputs `build(*inputs)` on inputs typed like `arrays` (`symbolic`: every extent unknown)."""
+
+    name: str
+    build: Callable
+    arrays: tuple
+    symbolic: bool = False
+    rtol: float = 1e-12
+    grad: bool = True
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _outer_stack(a, b):
+    return sg.stack([a, b], axis=1)
+
+
+def _hmm(log_a, log_b, log_pi):
+    """Forward algorithm in log space, written naively (recognition repairs it)."""
+
+    def step(alpha, lb):
+        return sg.log(sg.sum(sg.exp(alpha[:, None] + log_a), axis=0)) + lb, alpha
+
+    final, _ = sg.scan(step, log_pi + log_b[0], log_b[1:])
+    return sg.log(sg.sum(sg.exp(final)))
+
+
+def _geometric(x):
+    """A scan without sequences: carry *= x, five times, keeping every step."""
+    final, ys = sg.scan(lambda c, _: (c * x, sg.sum(c)), sg.ones_like(x), length=5)
+    return [final, ys]
+
+
+CASES = [
+    # -- elementwise arithmetic ----------------------------------------------------------------------
+    Case("add_sub_mul_div", lambda x, y: [x + y, x - y, x * y, x / y], (normal(3, 4), positive(4))),
+    Case("power", lambda x, y: [x**y, x**2, x**1], (positive(3, 4), normal(3, 4))),
+    Case("floor_divide_mod", lambda x, y: [x // y, x % y], (normal(5, scale=4), positive(5)), grad=True),
+    Case("int_floor_divide_mod", lambda x, y: [x // y, x % y], (ints(6), ints(6, lo=1, hi=4))),
+    Case("maximum_minimum", lambda x, y: [sg.maximum(x, y), sg.minimum(x, y)], (normal(4, 3), normal(3))),
+    Case("maximum_ties", lambda x, y: [sg.maximum(x, y), sg.minimum(x, y)], (np.ones(3), np.ones(3))),
+    Case("unary", lambda x: [-x, sg.abs(x), sg.square(x), sg.sign(x)], (normal(2, 3),)),
+    Case(
+        "sqrt_reciprocal",
+        lambda x: [sg.sqrt(x), sg.reciprocal(x), sg.reciprocal(sg.astype(x, "int64"))],
+        (positive(4) * 3,),
+    ),
+    Case("rounding", lambda x: [sg.floor(x), sg.ceil(x), sg.round(x), sg.round(x, 1)], (normal(7, scale=3),)),
+    Case("clip", lambda x, lo, hi: [sg.clip(x, lo, hi)], (normal(6, scale=2), np.array(-0.5), np.array(0.7))),
+    Case(
+        "compare",
+        lambda x, y: [x < y, x <= y, x > y, x >= y, sg.equal(x, y), sg.not_equal(x, y)],
+        (ints(8, dtype="int32"), np.round(normal(8, dtype="float32"))),
+        grad=False,
+    ),
+    Case(
+        "logical",
+        lambda x, y: [
+            sg.logical_and(x > 0, y > 0),
+            sg.logical_or(x > 0, y > 0),
+            sg.logical_xor(x > 0, y > 0),
+            sg.logical_not(x > 0),
+            sg.isnan(x),
+            sg.isinf(x),
+            sg.isfinite(x),
+        ],
+        (np.array([np.nan, np.inf, -np.inf, 0.0, 1.5, -2.0]), normal(6)),
+        grad=False,
+    ),
+    Case(
+        "where",
+        lambda c, x, y: [sg.where(c, x, y), sg.where(x > y, x, 0.0)],
+        (RNG.random(5) < 0.5, normal(5), normal(5)),
+    ),
+    Case(
+        "casts",
+        lambda x: [sg.astype(x, "float32"), sg.astype(x, "int32"), sg.astype(x * 10, "int64") + 1],
+        (normal(5),),
+    ),
+    Case(
+        "numpy_promotion",  # int32 + float32 is float64 in NumPy, float32 in JAX; sqrt(int8) is float16 in NumPy
+        lambda i, f, b: [i + f, i * f, sg.sqrt(b), sg.sum(i), sg.prod(b)],
+        (ints(4, dtype="int32"), normal(4, dtype="float32"), ints(4, lo=0, hi=5, dtype="int8")),
+        rtol=1e-6,
+    ),
+    Case(
+        "float32_chain",
+        lambda x, w: [sg.tanh(x @ w) * 2.0 + 1.0],
+        (normal(8, 5, dtype="float32"), normal(5, 3, dtype="float32")),
+        rtol=2e-6,
+    ),
+    # -- math -----------------------------------------------------------------------------------------
+    Case(
+        "exp_log",
+        lambda x: [sg.exp(x), sg.exp2(x), sg.expm1(x), sg.log(x), sg.log2(x), sg.log10(x), sg.log1p(x)],
+        (positive(3, 3),),
+    ),
+    Case(
+        "trig",
+        lambda x: [sg.sin(x), sg.cos(x), sg.tan(x), sg.tanh(x), sg.sinh(x), sg.cosh(x), sg.arctan(x)],
+        (normal(3, 3),),
+    ),
+    Case("special", lambda x: [sg.erf(x), sg.erfc(x), erfcx(x)], (normal(6, scale=3),), rtol=1e-11),
+    Case("gamma", lambda x: [sg.gammaln(x), sg.digamma(x), sg.polygamma(1, x)], (positive(6) * 2,), rtol=1e-10),
+    # -- reductions -----------------------------------------------------------------------------------
+    Case(
+        "sum_prod",
+        lambda x: [sg.sum(x), sg.sum(x, axis=1), sg.prod(x, axis=0, keepdims=True), sg.prod(x)],
+        (normal(3, 4),),
+        symbolic=True,
+    ),
+    Case(
+        "prod_with_zeros",
+        lambda x: [sg.prod(x, axis=1)],
+        (np.array([[0.0, 2.0, 3.0], [0.0, 0.0, 1.0], [1.0, 2.0, 4.0]]),),
+    ),
+    Case(
+        "max_min", lambda x: [sg.max(x, axis=0), sg.min(x, axis=(0, 1)), sg.max(x, keepdims=True)], (normal(3, 4, 2),)
+    ),
+    Case("reduce_no_axes_of_empty", lambda x: [sg.max(x, axis=()), sg.sum(x, axis=())], (np.zeros((0, 2)),)),
+    Case("max_ties", lambda x: [sg.max(x, axis=1)], (np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]),)),
+    Case(
+        "any_all_arg",
+        lambda x: [
+            sg.any(x > 1, axis=0),
+            sg.all(x > -1),
+            sg.argmax(x, axis=1),
+            sg.argmin(x),
+            sg.argmax(x, keepdims=True),
+            sg.argmin(x, axis=0, keepdims=True),
+            sg.count_nonzero(x > 0, axis=1),
+        ],
+        (normal(4, 5),),
+        grad=False,
+    ),
+    Case(
+        "mean_var_std",
+        lambda x: [sg.mean(x), sg.mean(x, axis=0), sg.var(x, axis=1), sg.std(x, ddof=1)],
+        (normal(5, 3),),
+        symbolic=True,
+    ),
+    # -- shapes ---------------------------------------------------------------------------------------
+    Case(
+        "reshape_symbolic",
+        lambda x: [sg.reshape(x, (x.shape[0] * x.shape[1],)), sg.reshape(x, (-1, 2)), sg.ravel(x.T)],
+        (normal(3, 4),),
+        symbolic=True,
+    ),
+    Case(
+        "transpose_axes",
+        lambda x: [sg.transpose(x, (2, 0, 1)), sg.moveaxis(x, 0, -1), sg.swapaxes(x, 0, 1), sg.expand_dims(x, (0, 2))],
+        (normal(2, 3, 4),),
+    ),
+    Case("squeeze", lambda x: [sg.squeeze(x), sg.squeeze(x, 0)], (normal(1, 3, 1),)),
+    Case(
+        "broadcast",
+        lambda x, y: [sg.broadcast_to(x, (4, y.shape[0], 3)), *sg.broadcast_arrays(x, y[:, None])],
+        (normal(1, 3), normal(2)),
+        symbolic=True,
+    ),
+    Case(
+        "concatenate_stack",
+        lambda x, y: [sg.concatenate([x, y, x], axis=1), _outer_stack(x[:, 0], y[:, 1]), sg.atleast_1d(x[0, 0])],
+        (normal(3, 2), normal(3, 4)),
+        symbolic=True,
+    ),
+    # -- indexing -------------------------------------------------------------------------------------
+    Case("slices", lambda x: [x[1:, ::2], x[-1], x[None, ..., 0], x[::-1, 1:3]], (normal(4, 5),), symbolic=True),
+    Case(
+        "advanced",
+        lambda x, i: [x[i], x[:, i], x[i, i], x[np.array([0, 0, 2])], x[np.array([True, False, True, False])]],
+        (normal(4, 4), np.array([3, 0, 1, 0, 3])),
+    ),
+    Case(
+        "take_along_axis",
+        lambda x, i: [sg.take_along_axis(x, i, axis=1)],
+        (normal(3, 4), ints(3, 2, lo=0, hi=4)),
+        symbolic=True,
+    ),
+    Case(
+        "at_set_add",
+        lambda x, v, i: [
+            x.at[i].add(v),
+            x.at[1:3].set(v[0]),
+            x.at[np.array([True, False, True, False, True])].set(0.0),
+        ],
+        (normal(5, 2), normal(3, 2), np.array([0, 4, 0])),
+    ),
+    # -- products -------------------------------------------------------------------------------------
+    Case("matmul", lambda a, b, v: [a @ b, a @ v, v @ b, sg.dot(v, v)], (normal(3, 4), normal(4, 5), normal(4))),
+    Case("matmul_batched", lambda a, b: [a @ b, sg.matmul(a, b[0])], (normal(2, 3, 4), normal(2, 4, 5))),
+    Case(
+        "einsum",
+        lambda a, b: [sg.einsum("ij,jk->ik", a, b), sg.einsum("ij,ij->i", a, a), sg.tensordot(a, b, 1), sg.outer(a, b)],
+        (normal(3, 4), normal(4, 2)),
+    ),
+    Case("dot_nd", lambda a, b: [sg.dot(a, b)], (normal(2, 3, 4), normal(4, 5))),
+    # -- creation -------------------------------------------------------------------------------------
+    Case(
+        "creation_symbolic",
+        lambda x: [
+            sg.zeros_like(x) + x,
+            sg.full_like(x, 2.5) * x,
+            sg.ones((x.shape[0], 2)),
+            sg.arange(x.shape[1]) * x,
+            sg.arange(0.5, x.shape[0], 0.5),
+            sg.eye(3),
+        ],
+        (normal(3, 4),),
+        symbolic=True,
+    ),
+    # -- the stable family (SymbolicOps inline to plain ops; a few are primitives) ------------------------
+    Case(
+        "stable_family",
+        lambda x, y: [
+            logsumexp(x, axis=1),
+            softmax(x, axis=0),
+            sg.mean(softmax_cross_entropy(x, y)),
+            logcumsumexp(x, axis=1),
+        ],
+        (normal(4, 5, scale=300), np.array([0, 4, 2, 2])),
+        symbolic=True,
+    ),
+    Case("logsumexp_empty_axis", lambda x: [logsumexp(x, axis=1)], (np.zeros((2, 0)),)),
+    # -- loops ----------------------------------------------------------------------------------------
+    Case(
+        "scan_cumsum", lambda xs: list(sg.scan(lambda c, x: (c + x, c * x), sg.zeros_like(xs[0]), xs)), (normal(6, 3),)
+    ),
+    Case(
+        "scan_reverse_tuple",
+        lambda xs, w: list(
+            sg.scan(
+                lambda c, x: ((c[0] * w + x, c[1] + 1.0), sg.tanh(c[0])),
+                (sg.zeros_like(w), sg.constant(0.0)),
+                xs,
+                reverse=True,
+            )[0]
+        ),
+        (normal(5, 2), normal(2)),
+    ),
+    Case("scan_length", _geometric, (positive(3),)),
+    Case(
+        "hmm_forward",
+        lambda a, b, p: [_hmm(a, b, p)],
+        (normal(4, 4), normal(20, 4, scale=30), normal(4)),
+        symbolic=True,
+    ),
+]
+
+
+def _compile(case: Case, backend: str):
+    xs = [
+        sg.tensor(f"a{i}", shape=(None,) * np.ndim(a) if case.symbolic else np.shape(a), dtype=np.asarray(a).dtype)
+        for i, a in enumerate(case.arrays)
+    ]
+    outs = case.build(*xs)
+    outs = list(outs) if isinstance(outs, list | tuple) else [outs]
+    floats = [x for x in xs if x.type.is_float()]
+    if case.grad and floats:
+        cost = sum(
+            (sg.sum(sg.astype(o, "float64") * float(k + 1.5)) for k, o in enumerate(outs) if o.type.is_float()),
+            start=sg.constant(0.0),
+        )
+        outs = outs + sg.grad(cost, floats, disconnected="zero")
+    return sg.function(xs, outs, backend=backend), outs
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_jax_matches_numpy(case: Case):
+    numpy_fn, _ = _compile(case, "numpy")
+    jax_fn, _ = _compile(case, "jax")
+    expected, got = numpy_fn(*case.arrays), jax_fn(*case.arrays)
+    for i, (e, g) in enumerate(zip(expected, got)):
+        assert isinstance(g, np.ndarray), f"output {i} is a {type(g).__name__}"
+        assert g.dtype == e.dtype, f"output {i}: jax gives {g.dtype}, numpy {e.dtype}"
+        assert g.shape == e.shape, f"output {i}: jax gives shape {g.shape}, numpy {e.shape}"
+        if e.dtype.kind in "fc":
+            # float32: a few units in the last place of O(1) values (2.4e-7 each), cancellations included
+            rtol, atol = (max(case.rtol, 2e-6), 1e-6) if e.dtype == np.float32 else (case.rtol, case.rtol * 1e-2)
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"output {i}")
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=f"output {i}")
+
+
+# -- every op has a lowering, and the table above runs every one of them --------------------------------------
+def _all_op_classes() -> list[type]:
+    for module in pkgutil.walk_packages(sg.__path__, "stablegrad."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    found: list[type] = []
+    stack = [Op]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        concrete = getattr(cls, "__final__", False) or not cls.__subclasses__()
+        if cls.__module__.startswith("stablegrad.") and concrete and not inspect.isabstract(cls):
+            found.append(cls)
+    return sorted(set(found), key=lambda c: c.__qualname__)
+
+
+def test_every_op_has_a_lowering():
+    missing = [c.__qualname__ for c in _all_op_classes() if jax_backend.lowering_of(c) is None]
+    assert not missing, f"ops without a JAX lowering: {missing}"
+
+
+def test_parity_table_runs_every_primitive_op():
+    ran: set[type] = set()
+    for case in CASES:
+        fn, _ = _compile(case, "jax")
+        plans = [fn._program.plan]
+        while plans:
+            plan = plans.pop()
+            for node in plan.nodes:
+                ran.add(type(node.op))
+                if isinstance(node.op, Scan):
+                    plans.append(jax_backend.trace.inner_plan(node.op))
+    composite = (SymbolicOp, OpFromGraph)  # inlined before backends see them; tested below
+    untested = [c.__qualname__ for c in _all_op_classes() if not issubclass(c, composite) and c not in ran]
+    assert not untested, f"ops the parity table never runs on jax: {untested}"
+
+
+class _Hypot(SymbolicOp):
+    """A SymbolicOp kept whole (not inlined), so the backend lowers it through its body."""
+
+    inline: ClassVar[bool] = False
+
+    def build(self, a, b):
+        return sg.sqrt(a * a + b * b)
+
+
+def test_symbolic_op_kept_whole_lowers_through_its_body():
+    a, b = sg.vector("a"), sg.vector("b")
+    out = _Hypot()(a, b) * 2.0
+    f = sg.function([a, b], [out, sg.grad(sg.sum(out), a)], backend="jax")
+    assert any(isinstance(n.op, _Hypot) for n in f.nodes)
+    value, grad = f(np.array([3.0, 5.0]), np.array([4.0, 12.0]))
+    np.testing.assert_allclose(value, [10.0, 26.0], rtol=1e-15)
+    np.testing.assert_allclose(grad, [2 * 3 / 5, 2 * 5 / 13], rtol=1e-15)
+
+
+def test_op_from_graph_lowers_through_its_body():
+    a = sg.vector("a")
+    square_plus_one = OpFromGraph([a], [a * a + 1.0])
+    x = sg.vector("x")
+    values = np.array([1.0, -2.0])
+    out = jax_backend.trace.lower_composite(square_plus_one, values)
+    np.testing.assert_array_equal(np.asarray(out), [2.0, 5.0])
+    f = sg.function([x], square_plus_one(x), backend="jax")
+    np.testing.assert_array_equal(f(values), [2.0, 5.0])
+
+
+# -- float64 without touching JAX's global configuration ----------------------------------------------------
+def test_float64_without_global_config():
+    before = jax.config.jax_enable_x64
+    x = sg.vector("x")
+    f = sg.function([x], [sg.exp(x) - 1.0, sg.argmax(x)], backend="jax")
+    value, index = f(np.array([1e-10, 2.0]))
+    assert value.dtype == np.float64 and index.dtype == np.int64
+    assert value[0] == pytest.approx(1e-10, rel=1e-6)  # float32 would round 1 + 1e-10 to 1
+    assert jax.config.jax_enable_x64 == before
+    assert jax.numpy.ones(2).dtype == (np.float64 if before else np.float32)
+
+
+def test_float32_stays_float32():
+    x = sg.vector("x", dtype="float32")
+    f = sg.function([x], [sg.mean(x * 2.0), sg.grad(sg.sum(sg.tanh(x)), x)], backend="jax")
+    mean, grad = f(np.ones(4, np.float32))
+    assert mean.dtype == np.float32 and grad.dtype == np.float32
+
+
+def test_retraces_for_new_shapes():
+    x = sg.matrix("x")
+    f = sg.function([x], sg.reshape(x, (-1,)) * sg.mean(x, axis=0).sum(), backend="jax")
+    for shape in [(2, 3), (4, 1), (0, 5)]:
+        a = np.arange(np.prod(shape), dtype=float).reshape(shape)
+        np.testing.assert_allclose(f(a), sg.function([x], sg.reshape(x, (-1,)) * sg.mean(x, axis=0).sum())(a))
+
+
+def test_nodes_are_the_optimized_graph():
+    x = sg.vector("x")
+    f = sg.function([x], sg.exp(x) + 1.0, backend="jax")
+    assert [n.op.name for n in f.nodes] == [n.op.name for n in sg.function([x], sg.exp(x) + 1.0).nodes]
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+def test_unknown_backend_names_the_choices():
+    x = sg.vector("x")
+    with pytest.raises(sg.StableGradError, match=r"unknown backend 'tpu' \(available: 'numpy', 'jax'\)"):
+        sg.function([x], x + 1, backend="tpu")
+
+
+def test_shard_needs_the_jax_backend():
+    x = sg.vector("x")
+    with pytest.raises(sg.StableGradError, match="shard= needs backend='jax'"):
+        sg.function([x], x + 1, shard={x: 0})
+
+
+def test_shard_on_a_non_input_is_an_error():
+    x, y = sg.vector("x"), sg.vector("y")
+    with pytest.raises(sg.InputError, match=r"shard names <y: float64.*not among the function's inputs"):
+        sg.function([x], x + 1, backend="jax", shard={y: 0})
+
+
+def test_shard_axis_out_of_range_is_an_error():
+    x = sg.matrix("x")
+    with pytest.raises(sg.ShapeError, match="shard axis 2 is out of range for input 'x' of 2 dimensions"):
+        sg.function([x], x + 1, backend="jax", shard={x: 2})
+
+
+def test_data_dependent_shape_is_a_clear_error():
+    x = sg.vector("x")
+    f = sg.function([x], x[x > 0], backend="jax")
+    with pytest.raises(sg.ShapeError, match="boolean mask must be known when compiling") as info:
+        f(np.array([1.0, -1.0]))
+    assert info.value.location is not None and info.value.location[0] == __file__  # the user's line, not JAX's
+
+
+def test_scan_carry_changing_shape_is_an_execution_error():
+    init, xs = sg.tensor("init", shape=(None,)), sg.vector("xs")
+    f = sg.function([init, xs], sg.scan(lambda c, x: (sg.concatenate([c, x[None]]), None), init, xs)[0], backend="jax")
+    with pytest.raises(sg.ExecutionError, match=r"changed the shape of carry 0 from \(2,\) to \(3,\) at step 0"):
+        f(np.zeros(2), np.zeros(3))
+
+
+def test_labels_out_of_range_is_an_error_at_run_time():
+    x, y = sg.matrix("x"), sg.vector("y", dtype="int64")
+    f = sg.function([x, y], softmax_cross_entropy(x, y), backend="jax")
+    np.testing.assert_allclose(f(np.zeros((2, 3)), np.array([0, 2])), [np.log(3.0)] * 2, rtol=1e-15)
+    with pytest.raises(sg.ExecutionError, match=r"labels must lie in \[0, 3\) \(the number of classes\), got 3"):
+        f(np.zeros((2, 3)), np.array([0, 3]))
+
+
+def test_empty_max_is_an_error_as_in_numpy():
+    x = sg.vector("x")
+    with pytest.raises(sg.ExecutionError, match="zero-size array"):
+        sg.function([x], sg.max(x), backend="jax")(np.zeros(0))
+
+
+def test_op_without_lowering_fails_at_compile_time():
+    class Twice(Op):
+        def infer(self, x):
+            return [x.type]
+
+        def perform(self, x):
+            return 2 * x
+
+    x = sg.vector("x")
+    with pytest.raises(sg.StableGradError, match=r"op 'twice' .* has no lowering"):
+        sg.function([x], Twice()(x), backend="jax")
+
+
+def test_missing_jax_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "stablegrad.backends.jax_backend", None)
+    x = sg.vector("x")
+    with pytest.raises(sg.StableGradError, match=r"backend='jax' needs JAX.*stablegrad\[jax\]"):
+        sg.function([x], x + 1, backend="jax")
+
+
+# -- many devices: four simulated CPU devices in a subprocess ------------------------------------------------
+SHARDED_SCRIPT = textwrap.dedent(
+    """
+    import jax, numpy as np, stablegrad as sg
+    assert len(jax.devices()) == 4, jax.devices()
+    x, w = sg.matrix("x"), sg.matrix("w")
+    logits = x @ w
+    loss = sg.mean(sg.log(sg.sum(sg.exp(logits), axis=1)) - logits[:, 0])
+    outs = [loss, sg.grad(loss, w), sg.tanh(logits)]
+    rng = np.random.default_rng(0)
+    xv, wv = rng.standard_normal((64, 16)), rng.standard_normal((16, 8))
+    reference = sg.function([x, w], outs)(xv, wv)
+    single = sg.function([x, w], outs, backend="jax")(xv, wv)
+    sharded_fn = sg.function([x, w], outs, backend="jax", shard={x: 0})
+    sharded = sharded_fn(xv, wv)
+    for r, s, m in zip(reference, single, sharded):
+        assert m.dtype == r.dtype and m.shape == r.shape
+        np.testing.assert_allclose(m, s, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(m, r, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(sharded[2], single[2])  # elementwise: bit for bit
+    col = sg.function([x, w], outs, backend="jax", shard={w: 1})(xv, wv)
+    for s, c in zip(single, col):
+        np.testing.assert_allclose(c, s, rtol=1e-13, atol=1e-15)
+    try:
+        sharded_fn(xv[:62], wv)
+    except sg.InputError as exc:
+        assert "not a multiple of 4" in str(exc), exc
+    else:
+        raise AssertionError("an extent not divisible by the device count was accepted")
+    print("sharded ok")
+    """
+)
+
+
+def test_sharded_over_four_devices_matches_one_device():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    result = subprocess.run(
+        [sys.executable, "-c", SHARDED_SCRIPT], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "sharded ok" in result.stdout
