@@ -204,14 +204,15 @@ class ExpandDims(Op):
 
     def perform(self, x):
         # indexing with None inserts the axes without np.expand_dims's argument checks (~5 µs a call)
-        return np.asarray(x)[self._index(np.ndim(x) + len(self.axes))]
-
-    @functools.cache  # noqa: B019 - ops are few, frozen and hashable; the cache is the point
-    def _index(self, ndim: int) -> tuple:
-        return tuple(None if i in self.axes else slice(None) for i in range(ndim))
+        return np.asarray(x)[_new_axes_index(self.axes, np.ndim(x) + len(self.axes))]
 
     def pullback(self, inputs, outputs, grads):
         return [Squeeze(self.axes)(grads[0])]
+
+
+@functools.cache
+def _new_axes_index(axes: tuple[int, ...], ndim: int) -> tuple:
+    return tuple(None if i in axes else slice(None) for i in range(ndim))
 
 
 @final
@@ -296,13 +297,12 @@ class ReduceTo(Op):
 
     def perform(self, g, *dims):
         target = _run_shape(dims)
-        if np.shape(g) == target:
+        shape = np.shape(g)
+        if shape == target:
             return g
-        extra = np.ndim(g) - len(target)
-        axes = tuple(range(extra)) + tuple(
-            extra + i for i, n in enumerate(target) if n == 1 and np.shape(g)[extra + i] != 1
-        )
-        return np.sum(g, axis=axes, keepdims=True).reshape(target)
+        extra = len(shape) - len(target)
+        axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(target) if n == 1 and shape[extra + i] != 1)
+        return np.add.reduce(np.asarray(g), axis=axes, keepdims=True).reshape(target)
 
     def pullback(self, inputs, outputs, grads):
         g = inputs[0]

@@ -92,4 +92,4 @@ class MaxShift(_Extremum):
     """
 
     def perform(self, x):
-        return np.max(x, axis=self.axes, keepdims=self.keepdims, initial=-np.inf)
+        return np.maximum.reduce(x, axis=self.axes, keepdims=self.keepdims, initial=-np.inf)
