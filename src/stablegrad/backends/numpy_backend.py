@@ -81,7 +81,8 @@ class Program:
             for i, (node, ins, outs) in enumerate(steps)
         ]
         self.nodes = nodes
-        self._straight = _straight_line(self) if len(nodes) <= STRAIGHT_LINE_LIMIT else None
+        self._straight: Callable | None = None
+        self._runs = 0
 
     def run(self, values: Sequence[np.ndarray]) -> list:
         with np.errstate(all="ignore"):
@@ -89,12 +90,15 @@ class Program:
 
     def run_unguarded(self, values: Sequence[np.ndarray]) -> list:
         """`run` for a caller that has already entered `np.errstate(all="ignore")` (a loop's body)."""
-        if self._straight is not None:
-            try:
-                return self._straight(values)
-            except Exception:  # run again node by node, which says which node failed
-                pass
-        return self.interpret(values)
+        if self._straight is None:
+            self._runs += 1
+            if self._runs == HOT_RUNS and len(self.nodes) <= STRAIGHT_LINE_LIMIT:
+                self._straight = _straight_line(self)
+            return self.interpret(values)
+        try:
+            return self._straight(values)
+        except Exception:  # run again node by node, which says which node failed
+            return self.interpret(values)
 
     def interpret(self, values: Sequence[np.ndarray]) -> list:
         """Run node by node over the slot list: the reference path, and the one that names a failing node."""
@@ -118,8 +122,11 @@ class Program:
         return [storage[s] for s in self.output_slots]
 
 
-#: programs up to this many nodes also get a straight-line Python function (see `_straight_line`)
+#: programs up to this many nodes that have run HOT_RUNS times get a straight-line Python
+#: function (see `_straight_line`); generating it costs about 30 µs a node, so only programs
+#: that run often — a loop's body, a function in a training loop — earn it
 STRAIGHT_LINE_LIMIT = 20_000
+HOT_RUNS = 3
 
 
 def _straight_line(program: Program) -> Callable:
