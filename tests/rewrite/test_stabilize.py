@@ -61,6 +61,8 @@ NAIVE = [
     Naive("log_sigmoid_div", lambda x: sg.log(1.0 / (1.0 + sg.exp(-x))), stable.LogSigmoid),
     Naive("log_sigmoid_neg", lambda x: -sg.log(1.0 + sg.exp(-x)), stable.LogSigmoid),
     Naive("log_of_sigmoid", lambda x: sg.log(sg.sigmoid(x)), stable.LogSigmoid),
+    Naive("x_minus_softplus", lambda x: x - sg.log(1.0 + sg.exp(x)), stable.LogSigmoid),
+    Naive("softplus_minus_x", lambda x: sg.log(1.0 + sg.exp(x)) - x, stable.Softplus),
     Naive("log_one_minus_sigmoid", lambda x: sg.log(1.0 - sg.sigmoid(x)), stable.LogSigmoid),
     Naive("sigmoid", lambda x: 1.0 / (1.0 + sg.exp(-x)), stable.Sigmoid),
     Naive("sigmoid_scaled", lambda x: 3.0 / (1.0 + sg.exp(-x)), stable.Sigmoid),

@@ -309,6 +309,20 @@ def exp_from_sigmoid_odds(node):
     return fits(exp(top.inputs[0]), node)
 
 
+@rewrite(_S, _REC, Subtract)
+def log_sigmoid_from_x_minus_softplus(node):
+    """x - softplus(x) → log_sigmoid(x); softplus(x) - x → softplus(-x): no cancellation for large x."""
+    st = _st()
+    a, b = node.inputs
+    sp = owner(b, st.Softplus)
+    if sp is not None and sp.inputs[0] is a:
+        return fits(st.log_sigmoid(a), node)
+    sp = owner(a, st.Softplus)
+    if sp is not None and sp.inputs[0] is b:
+        return fits(st.softplus(negate(b)), node)
+    return None
+
+
 @rewrite(_S, _REC, Log)
 def logit_from_naive(node):
     """log(p / (1 - p)) → logit(p)."""
@@ -457,6 +471,7 @@ RULES = (
     sigmoid_from_one_minus_sigmoid,
     log_sigmoid_from_log_of_sigmoid,
     log_sigmoid_from_negated_softplus,
+    log_sigmoid_from_x_minus_softplus,
     exp_from_sigmoid_odds,
     logit_from_naive,
     xlogy_from_naive,
