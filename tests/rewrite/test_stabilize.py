@@ -225,3 +225,11 @@ def test_logsumexp_of_log_weights_uses_the_weights_so_a_zero_weight_has_a_finite
     np.testing.assert_allclose(value, expected, rtol=1e-15)
     np.testing.assert_allclose(grad_w, np.exp(np.array([1.0, 2.0, 3.0]) - expected), rtol=1e-14)
     np.testing.assert_allclose(grad_x, [0.5 * np.exp(1.0 - expected), 0.0, 0.5 * np.exp(3.0 - expected)], rtol=1e-14)
+
+
+def test_difference_of_log_sigmoids_is_the_log_odds_exactly():
+    x = sg.vector("x", dtype="float32")
+    p = sg.sigmoid(x)
+    f = sg.function([x], sg.log(p) - sg.log(1.0 - p))
+    values = np.array([-200.0, -1e-3, 3e-4, 17.0], dtype="float32")
+    np.testing.assert_array_equal(f(values), values)

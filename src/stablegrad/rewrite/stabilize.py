@@ -311,9 +311,14 @@ def exp_from_sigmoid_odds(node):
 
 @rewrite(_S, _REC, Subtract)
 def log_sigmoid_from_x_minus_softplus(node):
-    """x - softplus(x) → log_sigmoid(x); softplus(x) - x → softplus(-x): no cancellation for large x."""
+    """x - softplus(x) → log_sigmoid(x); softplus(x) - x → softplus(-x): no cancellation for large x.
+
+    Also log_sigmoid(x) - log_sigmoid(-x) → x (the log-odds of a sigmoid, exactly)."""
     st = _st()
     a, b = node.inputs
+    la, lb = owner(a, st.LogSigmoid), owner(b, st.LogSigmoid)
+    if la is not None and lb is not None and is_negation(la.inputs[0], lb.inputs[0]):
+        return fits(la.inputs[0], node)  # log σ(x) - log σ(-x), i.e. log(p) - log(1 - p), is x itself
     sp = owner(b, st.Softplus)
     if sp is not None and sp.inputs[0] is a:
         return fits(st.log_sigmoid(a), node)
