@@ -383,7 +383,7 @@ class Op:
 class Apply:
     """One application of an op to input variables; owns its output variables."""
 
-    __slots__ = ("inputs", "location", "op", "outputs")
+    __slots__ = ("inputs", "location", "op", "outputs", "settled")
 
     def __init__(
         self,
@@ -396,6 +396,8 @@ class Apply:
         self.inputs = tuple(inputs)
         self.outputs = tuple([Variable(t, self, i) for i, t in enumerate(output_types)])
         self.location = location if location is not None else user_location()
+        #: rule sets under which this node came out of a rewrite pass unchanged (see rewrite.engine)
+        self.settled: tuple = ()
 
     def __repr__(self) -> str:
         return f"Apply({self.op}, {list(self.inputs)})"

@@ -122,6 +122,19 @@ class ChangeLog:
         return len(self.changes)
 
 
+#: a small number for each distinct (rule list, context), for `Apply.settled`; the rules and
+#: context are kept referenced so that their ids cannot be reused by other objects
+_RULE_SETS: dict[tuple[int, ...], tuple[int, list[Rewrite], object]] = {}
+
+
+def _rule_set_number(rules: list[Rewrite], context: object) -> int:
+    key = (*(id(r) for r in rules), id(context))
+    entry = _RULE_SETS.get(key)
+    if entry is None:
+        entry = _RULE_SETS[key] = (len(_RULE_SETS), list(rules), context)
+    return entry[0]
+
+
 def _constant_key(c: Constant):
     if c.data.size > 64:
         return ("big", c.id)
@@ -129,15 +142,22 @@ def _constant_key(c: Constant):
 
 
 class Rebuilder:
-    """One bottom-up pass with a fixed rule list; reusable across several output lists."""
+    """One bottom-up pass with a fixed rule list; reusable across several output lists.
+
+    `context` is whatever else the rules' decisions depend on (the backend's choice of
+    composites to keep whole): a node left unchanged by a pass is marked settled for
+    (rules, context), and later passes with the same pair skip trying rules on it.
+    """
 
     def __init__(
         self,
         rules: Iterable[Rewrite],
         log: ChangeLog | None = None,
         keep: Iterable[Variable] = (),
+        context: object = None,
     ):
         self.rules = list(rules)
+        self._rule_key = _rule_set_number(self.rules, context)
         self._by_root: dict[type, list[Rewrite]] = {}
         self.log = log
         self.done: dict[int, Variable] = {v.id: v for v in keep}
@@ -197,6 +217,13 @@ class Rebuilder:
             return result
         if all(a is b for a, b in zip(inputs, node.inputs)):
             candidate = node
+            if self._rule_key in node.settled:
+                # no rule fired on this very node (same op, same inputs) in an earlier pass with
+                # these rules, and rules only look at a node and what lies below it
+                self._seen[key] = node.outputs
+                for o in node.outputs:
+                    self.done[o.id] = o
+                return node.outputs
         elif all(a.type == b.type for a, b in zip(inputs, node.inputs)):  # same types in, same types out
             candidate = Apply(node.op, inputs, [o.type for o in node.outputs], node.location)
         else:
@@ -221,6 +248,7 @@ class Rebuilder:
             self._seen[key] = result
             return result
         self._seen[key] = candidate.outputs
+        candidate.settled += (self._rule_key,)
         for o in candidate.outputs:
             self.done[o.id] = o
         return candidate.outputs

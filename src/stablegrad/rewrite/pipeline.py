@@ -44,7 +44,7 @@ def run_phases(
         if phase is Phase.CANONICALIZE and Phase.STABILIZE in wanted:
             continue  # stabilize applies the normal forms as well, in the same pass
         if phase in wanted:
-            rebuild = Rebuilder(rules, log=log, keep=leaves)
+            rebuild = Rebuilder(rules, log=log, keep=leaves, context=specialize.KEEP_WHOLE.get())
             rebuild.done.update(stand_ins)
             result = rebuild(result)
     if stand_ins:
