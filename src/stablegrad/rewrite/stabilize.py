@@ -108,7 +108,7 @@ def log_softmax_from_log_of_softmax(node):
     """log(softmax(x)) → log_softmax(x)."""
     st = _st()
     s = owner(node.inputs[0], st.Softmax)
-    return fits(st.LogSoftmax(*_fields(s.op))(*s.inputs), node) if s is not None else None
+    return fits(st.LogSoftmax(s.op.axes, s.op.masked)(*s.inputs), node) if s is not None else None
 
 
 @rewrite(_S, _REC, Subtract)
@@ -127,7 +127,7 @@ def softmax_from_exp_log_softmax(node):
     """exp(log_softmax(x)) → softmax(x)."""
     st = _st()
     ls = owner(node.inputs[0], st.LogSoftmax)
-    return fits(st.Softmax(*_fields(ls.op))(*ls.inputs), node) if ls is not None else None
+    return fits(st.Softmax(ls.op.axes, ls.op.masked)(*ls.inputs), node) if ls is not None else None
 
 
 @rewrite(_S, _REC, Negative)
@@ -438,12 +438,6 @@ def _recognised_body(op, inputs, outputs, rebuild_op):
     if log is not None:
         log.changes.extend(cached[1])
     return cached[0]
-
-
-def _fields(op) -> tuple:
-    import dataclasses
-
-    return tuple(getattr(op, f.name) for f in dataclasses.fields(op))
 
 
 def _single_axis(op) -> int | None:
