@@ -136,8 +136,8 @@ def explain(outputs, file=None) -> str:
 
     >>> import stablegrad as sg
     >>> x = sg.vector("x")
-    >>> print(sg.explain(sg.log(sg.exp(x))), end="")  # doctest: +ELLIPSIS
-    ...log(exp(x))  →  x   [log_of_exp]
+    >>> "log(exp(x))  →  x   [log_of_exp]" in sg.explain(sg.log(sg.exp(x)))
+    True
     """
     outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
     log = ChangeLog()
