@@ -164,7 +164,8 @@ def lse_pullback(axes, x, b, mask, out, total_sign, g) -> list:
         p = Softmax(axes)(where(empty, 0, x_live))
         return [g * where(empty, 0, p)] + ([zero_grad(mask)] if mask is not None else [])
     out_safe = where(equal(out, NEG_INF), 0, out)
-    at_inf = equal(x_live, where(equal(out, POS_INF), POS_INF, np.nan))  # the +inf entries of +inf rows
+    # the +inf entries of +inf rows (`out` itself is that +inf: two bare floats would make float64)
+    at_inf = equal(x_live, where(equal(out, POS_INF), out, np.nan))
     if b is not None:
         at_inf = logical_and(at_inf, not_equal(b, 0))
     share = Sum(axes, keepdims=True)(astype(at_inf, x.dtype) if b is None else where(at_inf, b, 0))
