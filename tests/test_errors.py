@@ -354,3 +354,10 @@ def test_run_time_errors_name_the_build_line_of_a_gradient_node_too():
     with pytest.raises(ExecutionError) as info:
         f(np.ones(3), np.array([7]))
     assert info.value.location is not None and info.value.location[0] == __file__
+
+
+def test_non_numeric_operands_are_a_dtype_error():
+    error = assert_raises(DTypeError, lambda: sg.exp("a"), "numeric or boolean", "<U1")
+    with pytest.raises(DTypeError, match="numeric or boolean"):
+        sg.vector("v") + np.array(["a", "b"])
+    assert error.location is not None

@@ -75,7 +75,8 @@ def _check_grad_args(cost, targets, disconnected) -> None:
         raise GradientError(f"grad: cost must be a symbolic Variable, got {type(cost).__name__}")
     if cost.ndim != 0:
         raise GradientError(
-            f"grad: cost must be a scalar, got shape {cost.type.shape}; reduce it first (sg.sum) or use sg.jacobian"
+            f"grad: cost must be a scalar, got shape {str(cost.type.shape).replace('None', '?')}; "
+            "reduce it first (sg.sum) or use sg.jacobian"
         )
     if not cost.type.is_float():
         raise GradientError(f"grad: cost must be a float scalar, got {cost.type}")

@@ -43,6 +43,11 @@ def as_operands(*args) -> list[Variable]:
         for a, extent in zip(args, extents)
         if not (extent or _is_scalar(a))
     ]
+    for dtype in strong:
+        if dtype.kind not in "biufc":
+            from ..errors import DTypeError
+
+            raise DTypeError(f"operands must be numeric or boolean, got dtype {dtype} (a {dtype.kind!r}-kind array)")
     result = []
     weak_dtype = np.result_type(*strong, 0) if strong else None
     for a, extent in zip(args, extents):
@@ -95,4 +100,12 @@ class Elementwise(Op):
 
     def infer(self, *inputs: Variable) -> list[TensorType]:
         shape = broadcast_shapes(*(v.type.shape for v in inputs), op=self.name)
-        return [TensorType(_numpy_result_dtype(self, tuple(v.dtype for v in inputs)), shape)]
+        dtypes = tuple(v.dtype for v in inputs)
+        try:
+            dtype = _numpy_result_dtype(self, dtypes)
+        except (TypeError, ValueError) as exc:  # NumPy has no loop for these dtypes (strings, say)
+            from ..errors import DTypeError
+
+            listed = ", ".join(d.name for d in dtypes)
+            raise DTypeError(f"{self.name}: unsupported operand dtype(s) {listed} ({exc})") from None
+        return [TensorType(dtype, shape)]
