@@ -242,3 +242,37 @@ def test_difference_of_log_sigmoids_is_the_log_odds_exactly():
     f = sg.function([x], sg.log(p) - sg.log(1.0 - p))
     values = np.array([-200.0, -1e-3, 3e-4, 17.0], dtype="float32")
     np.testing.assert_array_equal(f(values), values)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x, m: sg.where(m, sg.exp(x), 0.0) / sg.sum(sg.where(m, sg.exp(x), 0.0), axis=-1, keepdims=True),
+        lambda x, m: sg.exp(x) * m / sg.sum(sg.exp(x) * m, axis=-1, keepdims=True),
+        lambda x, m: sg.log(sg.sum(sg.where(m, sg.exp(x), 0.0), axis=-1)),
+        lambda x, m: sg.log(sg.sum(sg.exp(x) * sg.astype(m, "float64"), axis=-1)),
+    ],
+    ids=["where_softmax", "mask_softmax", "where_logsumexp", "cast_mask_logsumexp"],
+)
+def test_masked_naive_forms_are_stable_and_give_masked_entries_no_gradient(build):
+    x, m = sg.matrix("x"), sg.matrix("m", dtype="bool")
+    y = build(x, m)
+    f = sg.function([x, m], [y, sg.grad(sg.sum(y * 0.5), x)])
+    values = np.array([[1000.0, 999.0, -1000.0], [-1000.0, 5.0, 1000.0]])
+    mask = np.array([[True, True, False], [False, True, True]])
+    value, grad = f(values, mask)
+    assert np.all(np.isfinite(value)) and np.all(np.isfinite(grad))
+    assert np.all(grad[~mask] == 0)
+    # the naive form overflows on these values; on values shifted by the row max it does not
+    shifted = sg.function([x, m], y, recognition=False)(values - values.max(axis=1, keepdims=True), mask)
+    if y.ndim == 1:  # logsumexp is shift-covariant: add the shift back
+        shifted = shifted + values.max(axis=1)
+    np.testing.assert_allclose(value, shifted, rtol=1e-12, atol=1e-300)
+
+
+def test_a_guarded_log_of_sum_is_a_logaddexp_with_the_guard():
+    x = sg.matrix("x")
+    f = sg.function([x], sg.log(sg.sum(sg.exp(x), axis=-1) + 1e-10))
+    np.testing.assert_allclose(
+        f(np.array([[1000.0, 1000.0], [-1000.0, -1000.0]])), [1000.0 + np.log(2.0), np.log(1e-10)]
+    )

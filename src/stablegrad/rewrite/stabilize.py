@@ -10,9 +10,11 @@ relies on the canonical forms of canonicalize.py (`x[:, None]` is an expand_dims
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..graph.basic import Apply, Variable
 from ..ops.composite import OpFromGraph
-from ..ops.elementwise import Add, Divide, Multiply, Negative, Subtract
+from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, where
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.scan import Scan
@@ -162,27 +164,68 @@ def exp_of_sum_from_product_of_exps(node):
 
 @rewrite(_S, _REC, Log)
 def logaddexp_from_naive(node):
-    """log(exp(a) + exp(b) + ...) → logaddexp(a, b, ...); a positive constant c joins as log(c)."""
+    """log(exp(a) + exp(b) + ...) → logaddexp(a, b, ...).
+
+    A term `sum(exp(x))` joins as logsumexp(x), and a positive constant c as log(c), so
+    the "guarded" `log(sum(exp(x)) + 1e-10)` users write is repaired too.
+    """
     terms = add_terms(node.inputs[0])
     if len(terms) < 2:
         return None
-    from ..ops.math import log
-
-    arguments = []
-    for t in terms:
-        x = _exp_argument(t)
-        if x is None:
-            value = constant_value(t)
-            if value is None or not value > 0:
-                return None
-            x = log(t)
-        arguments.append(x)
-    if sum(_exp_argument(t) is not None for t in terms) < 1:
+    arguments = [_log_of_term(t) for t in terms]
+    if any(a is None for a in arguments) or all(constant_value(t) is not None for t in terms):
         return None
     result = arguments[0]
     for x in arguments[1:]:
         result = _st().logaddexp(result, x)
     return fits(result, node)
+
+
+def _log_of_term(t: Variable) -> Variable | None:
+    """log(t), stably, for a term of a sum inside a log: exp(x), sum(exp(x)) or a positive constant."""
+    x = _exp_argument(t)
+    if x is not None:
+        return x
+    total = owner(t, Sum)
+    if total is not None:
+        x = _exp_argument(total.inputs[0])
+        return _st().logsumexp(x, axis=total.op.axes, keepdims=total.op.keepdims) if x is not None else None
+    value = constant_value(t)
+    if value is not None and value > 0:
+        from ..ops.math import log
+
+        return log(t)
+    return None
+
+
+@rewrite(_S, _REC, Where)
+def exp_of_masked_from_masked_exp(node):
+    """where(mask, exp(x), 0) → exp(where(mask, x, -inf)) (either branch): a masked exp the
+    recognisers can see through, so a masked softmax or logsumexp written out is stable too."""
+    c, a, b = node.inputs
+    from ..ops.math import exp
+
+    x = _exp_argument(a)
+    if x is not None and is_constant(b, 0.0):
+        return fits(exp(where(c, x, -np.inf)), node)
+    x = _exp_argument(b)
+    if x is not None and is_constant(a, 0.0):
+        return fits(exp(where(c, -np.inf, x)), node)
+    return None
+
+
+@rewrite(_S, _REC, Multiply)
+def exp_of_masked_from_exp_times_mask(node):
+    """exp(x) * mask, a boolean mask (or one cast to numbers) → exp(where(mask, x, -inf))."""
+    for e, m in (node.inputs, node.inputs[::-1]):
+        x = _exp_argument(e)
+        cast = owner(m, Cast)
+        mask = m if m.dtype == np.bool_ else cast.inputs[0] if cast is not None else None
+        if x is not None and mask is not None and mask.dtype == np.bool_:
+            from ..ops.math import exp
+
+            return fits(exp(where(mask, x, -np.inf)), node)
+    return None
 
 
 @rewrite(_S, _REC, Log)
@@ -460,6 +503,8 @@ RULES = (
     softmax_from_exp_log_softmax,
     softmax_cross_entropy_from_naive,
     exp_of_sum_from_product_of_exps,
+    exp_of_masked_from_masked_exp,
+    exp_of_masked_from_exp_times_mask,
     log1p_from_naive,
     logaddexp_from_naive,
     logdiffexp_from_naive,
