@@ -78,6 +78,7 @@ NAIVE = [
     Naive("sigmoid_exp_ratio", lambda x: sg.exp(x) / (1.0 + sg.exp(x)), stable.Sigmoid),
     Naive("one_minus_sigmoid", lambda x: 1.0 - sg.sigmoid(x), stable.Sigmoid, extreme=None),
     Naive("log1mexp", lambda x: sg.log(1.0 - sg.exp(-sg.abs(x) - 1e-3)), stable.Log1mExp, extreme=None),
+    Naive("inverse_softplus", lambda x: sg.log(sg.exp(sg.abs(x) + 0.01) - 1.0), stable.Log1mExp),
     Naive("log1mexp_expm1", lambda x: sg.log(-sg.expm1(-sg.abs(x) - 1e-3)), stable.Log1mExp, extreme=None),
     Naive(
         "logit",

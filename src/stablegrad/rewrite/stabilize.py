@@ -283,6 +283,17 @@ def softplus_from_log1p_exp(node):
 
 
 @rewrite(_S, _REC, Log)
+def inverse_softplus_from_log_expm1(node):
+    """log(expm1(x)) (and so log(exp(x) - 1), the inverse of softplus) → x + log1mexp(-x):
+    expm1(x) overflows past ~709 where the answer is about x."""
+    e = owner(node.inputs[0], Expm1)
+    if e is None:
+        return None
+    x = e.inputs[0]
+    return fits(x + _st().log1mexp(negate(x)), node)
+
+
+@rewrite(_S, _REC, Log)
 def log1mexp_from_log_neg_expm1(node):
     """log(-expm1(x)) → log1mexp(x)."""
     neg = owner(node.inputs[0], Negative)
@@ -511,6 +522,7 @@ RULES = (
     expm1_from_naive,
     softplus_from_log1p_exp,
     log1mexp_from_log_neg_expm1,
+    inverse_softplus_from_log_expm1,
     sigmoid_from_naive,
     sigmoid_from_one_minus_sigmoid,
     log_sigmoid_from_log_of_sigmoid,
