@@ -10,16 +10,17 @@ relies on the canonical forms of canonicalize.py (`x[:, None]` is an expand_dims
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
-from ..graph.basic import Apply, Variable
-from ..ops.composite import OpFromGraph
+from ..graph.basic import Variable
 from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, where
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p
 from ..ops.reduction import Prod, Sum
-from ..ops.scan import Scan
 from ..ops.stable import LogSumExp
-from .engine import ChangeLog, Kind, Phase, active_log, rewrite
+from .bodies import BODY_RULES
+from .engine import Kind, Phase, rewrite
 from .patterns import add_terms, constant_value, fits, is_constant, is_negation, negate, owner
 
 _S = Phase.STABILIZE
@@ -188,8 +189,8 @@ def _log_of_term(t: Variable) -> Variable | None:
         return x
     total = owner(t, Sum)
     if total is not None:
-        x = _exp_argument(total.inputs[0])
-        return _st().logsumexp(x, axis=total.op.axes, keepdims=total.op.keepdims) if x is not None else None
+        x, op = _exp_argument(total.inputs[0]), cast(Sum, total.op)
+        return _st().logsumexp(x, axis=op.axes, keepdims=op.keepdims) if x is not None else None
     value = constant_value(t)
     if value is not None and value > 0:
         from ..ops.math import log
@@ -450,50 +451,6 @@ def _positive(v: Variable) -> bool:
     return value is not None and value > 0
 
 
-# -- composites ------------------------------------------------------------------------------------
-@rewrite(_S, _REC, OpFromGraph)
-def composite_body_recognised(node):
-    """A user composite whose body has naive formulas → the same composite with a recognised body."""
-    op = node.op
-    rewritten = _recognised_body(op, op.inputs, op.outputs, lambda body: op.with_body(op.inputs, body))
-    if rewritten is op:
-        return None
-    outputs = rewritten(*node.inputs)
-    return [outputs] if isinstance(outputs, Variable) else list(outputs)
-
-
-@rewrite(_S, _REC, Scan)
-def scan_body_recognised(node):
-    """A loop whose step has naive formulas → the same loop with a recognised step (so its gradient is stable)."""
-    op = node.op
-    rewritten = _recognised_body(op, op.inner.inputs, op.inner.outputs, op.with_body)
-    if rewritten is op:
-        return None
-    return list(Apply(rewritten, node.inputs, [o.type for o in node.outputs], node.location).outputs)
-
-
-def _recognised_body(op, inputs, outputs, rebuild_op):
-    """The op with its body recognised (the op itself when nothing changed), cached on the op.
-
-    The body's changes are logged into the running pass's log every time, so
-    `explain` shows them however often the op is compiled.
-    """
-    cached = getattr(op, "_recognised", None)
-    if cached is None:
-        from .pipeline import recognise
-
-        changes = ChangeLog()
-        body = recognise(outputs, keep=inputs, log=changes)
-        unchanged = all(a is b for a, b in zip(body, outputs))
-        rewritten = op if unchanged else rebuild_op(body)
-        cached = op._recognised = (rewritten, changes.changes)
-        rewritten._recognised = (rewritten, [])
-    log = active_log()
-    if log is not None:
-        log.changes.extend(cached[1])
-    return cached[0]
-
-
 def _single_axis(op) -> int | None:
     axes = getattr(op, "axes", None)
     return axes[0] if isinstance(axes, tuple) and len(axes) == 1 else None
@@ -533,6 +490,5 @@ RULES = (
     xlogy_from_naive,
     log_erfc_from_naive,
     sum_of_logs_from_log_of_prod,
-    composite_body_recognised,
-    scan_body_recognised,
+    *BODY_RULES,
 )
