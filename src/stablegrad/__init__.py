@@ -126,6 +126,7 @@ from .ops.stable import (
     expit,
     log1mexp,
     log1pexp,
+    log_erfc,
     log_expit,
     log_sigmoid,
     log_softmax,

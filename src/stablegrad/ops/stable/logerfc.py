@@ -10,7 +10,7 @@ from ...graph.basic import Reads
 from ..base import as_operands
 from ..composite import SymbolicOp
 from ..elementwise import maximum, minimum, square, where
-from ..math import erfc, erfcx, log
+from ..math import erf, erfcx, log, log1p
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
@@ -21,9 +21,10 @@ class LogErfc(SymbolicOp):
     """log(erfc(x)).
 
     Naive: erfc(x) underflows to 0 past x ≈ 26.5 (float64; 9.2 in float32), so the
-    log is -inf and its gradient -exp(-x²)/erfc(x) is 0/0.  Stable: for x > 0 use the
-    scaled function, log(erfcx(x)) - x², with erfcx(x) = exp(x²)·erfc(x) in (0, 1];
-    for x ≤ 0, erfc(x) is in [1, 2] and the plain form is exact.  Each branch sees an
+    log is -inf and its gradient -exp(-x²)/erfc(x) is 0/0.  Stable: for x > 1/2 use
+    the scaled function, log(erfcx(x)) - x², with erfcx(x) = exp(x²)·erfc(x) in (0, 1);
+    below, log1p(-erf(x)), which keeps its relative accuracy where the result is near
+    0 (log of erfcx(1e-8) ≈ 1 - 1e-8 would lose half the digits).  Each branch sees an
     argument clamped to its side, so the unused branch is finite too.
     The pullback reads x: d/dx log erfc(x) = -(2/√π) / erfcx(x).
     """
@@ -33,14 +34,14 @@ class LogErfc(SymbolicOp):
     reads = Reads(inputs=(0,))
 
     def build(self, x):
-        positive, negative = maximum(x, 0), minimum(x, 0)
-        return where(x > 0, log(erfcx(positive)) - square(positive), log(erfc(negative)))
+        upper, lower = maximum(x, 0.5), minimum(x, 0.5)
+        return where(x > 0.5, log(erfcx(upper)) - square(upper), log1p(-erf(lower)))
 
     def pullback(self, inputs, outputs, grads):
-        # below -26, erfcx overflows (1/erfcx is 0 there anyway); the clamp keeps the
-        # second derivative from meeting 0 * inf
+        # below -26 the derivative is under 5e-294 (and erfcx heads for overflow): it is 0
+        # there, and the clamp keeps the unused branch — and the second derivative — finite
         x = inputs[0]
-        return [grads[0] * (-_TWO_OVER_SQRT_PI) / erfcx(maximum(x, -26.0))]
+        return [grads[0] * where(x < -26.0, 0, -_TWO_OVER_SQRT_PI / erfcx(maximum(x, -26.0)))]
 
 
 def log_erfc(x):

@@ -1,0 +1,52 @@
+"""log_erfc: value and derivatives against mpmath, also where erfc underflows."""
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+import stablegrad as sg
+from stablegrad.ops.stable import LogErfc
+from stablegrad.testing import check_grads
+
+from .reference import check_reads
+
+POINTS = np.array([-40.0, -5.0, -0.5, 0.0, 1e-8, 0.7, 3.0, 26.0, 27.0, 30.0, 1e3, 1e8])
+
+
+def _mp_log_erfc(x: float) -> float:
+    with mp.workdps(60):
+        return float(mp.log(mp.erfc(mp.mpf(x))))
+
+
+def _mp_derivative(x: float) -> float:
+    with mp.workdps(60):
+        x = mp.mpf(x)
+        return float(-2 / mp.sqrt(mp.pi) * mp.exp(-x * x) / mp.erfc(x))
+
+
+def test_log_erfc_matches_mpmath_in_value_and_gradient():
+    x = sg.vector("x")
+    y = sg.log_erfc(x)
+    value, grad = sg.function([x], [y, sg.grad(sg.sum(y), x)])(POINTS)
+    np.testing.assert_allclose(value, [_mp_log_erfc(p) for p in POINTS], rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(grad, [_mp_derivative(p) for p in POINTS], rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("point", [-3.0, -0.2, 0.4, 2.5, 8.0])
+def test_log_erfc_second_derivative_against_finite_differences(point):
+    check_grads(sg.log_erfc, [np.array([point, point / 2])], order=2, rtol=1e-6)
+
+
+def test_naive_log_erfc_is_recognised():
+    x = sg.vector("x")
+    f = sg.function([x], sg.log(sg.erfc(x)))
+    assert any(isinstance(n.op, LogErfc) for n in f.nodes) or "log_erfc" in f.explain()
+    np.testing.assert_allclose(f(np.array([30.0])), [_mp_log_erfc(30.0)], rtol=1e-14)
+
+
+def test_log_erfc_reads_only_its_operand():
+    check_reads(LogErfc(), np.array([-2.0, 0.5, 30.0]))
+
+
+def test_integer_input_is_promoted():
+    assert sg.log_erfc(sg.vector("n", dtype="int64")).dtype == np.float64
