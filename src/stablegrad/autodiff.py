@@ -27,7 +27,7 @@ def _recognise(cost: Variable, wrt: Sequence[Variable]) -> Variable:
     return recognise_for_grad(cost, wrt)
 
 
-@paused_gc()
+@paused_gc
 def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = True):
     """Gradient of a scalar `cost` w.r.t. one variable or a list of them, as graph.
 

@@ -31,8 +31,7 @@ def user_location() -> tuple[str, int] | None:
     if _attributed and _attributed[-1] is not None:
         return _attributed[-1]
     frame = sys._getframe(1)
-    # contextlib's frames sit between ours when a function of ours is a context-manager decorator
-    while frame is not None and frame.f_code.co_filename.startswith((_PACKAGE_DIR, contextlib.__file__)):
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
         return None

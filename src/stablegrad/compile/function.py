@@ -22,7 +22,7 @@ class Function:
     array for an integer input is an error.
     """
 
-    @paused_gc()  # compiling builds a graph of long-lived objects; see paused_gc
+    @paused_gc  # compiling builds a graph of long-lived objects; see paused_gc
     def __init__(
         self,
         inputs: Sequence[Variable],

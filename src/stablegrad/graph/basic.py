@@ -7,7 +7,6 @@ Rewrites and compilation build new graphs rather than editing these in place.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import itertools
@@ -403,9 +402,8 @@ class Apply:
         return f"Apply({self.op}, {list(self.inputs)})"
 
 
-@contextlib.contextmanager
-def paused_gc():
-    """Pause the cyclic garbage collector while a large graph is built (a decorator, too).
+def paused_gc(fn):
+    """Decorator: pause the cyclic garbage collector while `fn` builds a large graph.
 
     Building a graph allocates many long-lived container objects (a Variable and its
     Apply refer to each other), and every few hundred allocations the collector
@@ -413,13 +411,18 @@ def paused_gc():
     time `grad` and `function` take on a 50,000-node graph.  Nothing built here is
     garbage until the build is over; what the rewrites drop is collected afterwards.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+
+    @functools.wraps(fn)
+    def paused(*args, **kwargs):
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return paused
 
 
 # -- graph walks ------------------------------------------------------------------------------
