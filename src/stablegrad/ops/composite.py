@@ -158,7 +158,3 @@ def inline(op: Op, inputs: Sequence[Variable]) -> list[Variable]:
     """The composite's body rebuilt on `inputs` (a copy; the body itself is untouched)."""
     placeholders, outputs = body_of(op, tuple(v.type for v in inputs))
     return substitute(outputs, {p.id: x for p, x in zip(placeholders, inputs)})
-
-
-def is_composite(op: Op) -> bool:
-    return isinstance(op, OpFromGraph) or (isinstance(op, SymbolicOp) and op.inline)

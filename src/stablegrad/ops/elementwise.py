@@ -13,7 +13,7 @@ from typing import final
 import numpy as np
 
 from ..graph.basic import ALL, READS_NOTHING, READS_OUTPUTS, Constant, Reads, Variable
-from ..graph.types import TensorType, broadcast_shapes
+from ..graph.types import TensorType
 from .base import Elementwise, as_operands, zero_grad
 
 
@@ -456,11 +456,6 @@ def invert(x):
     from ..errors import DTypeError
 
     raise DTypeError(f"invert: `~` needs a boolean tensor, got {x.type}")
-
-
-def result_shape(*xs) -> tuple:
-    """The broadcast static shape of several tensors."""
-    return broadcast_shapes(*(v.type.shape for v in as_operands(*xs)))
 
 
 def _log(x):

@@ -229,7 +229,7 @@ def _run_length(op: Scan, xs) -> int:
 
 
 # -- building a scan ----------------------------------------------------------------------------------
-def _flatten(value, what: str, location) -> tuple[list[Variable], bool]:
+def _flatten(value) -> tuple[list[Variable], bool]:
     """(list of variables, whether it was a tuple/list) for a tensor or a tuple of tensors."""
     if value is None:
         return [], True
@@ -253,8 +253,8 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
     [6.0, [1.0, 3.0, 6.0]]
     """
     location = (fn.__code__.co_filename, fn.__code__.co_firstlineno) if hasattr(fn, "__code__") else None
-    init_vars, carry_is_tuple = _flatten(init, "init", location)
-    xs_vars, xs_is_tuple = _flatten(xs, "xs", location)
+    init_vars, carry_is_tuple = _flatten(init)
+    xs_vars, xs_is_tuple = _flatten(xs)
     if not init_vars:
         raise ScanError("scan: init must be a tensor or a non-empty tuple of tensors", location)
     steps = _static_length(xs_vars, length, location)
@@ -270,8 +270,8 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
     if not isinstance(result, tuple) or len(result) != 2:
         raise ScanError("scan: the step function must return a pair (new_carry, y)", location)
     new_carry, y = result
-    new_carries, _ = _flatten(new_carry, "carry", location)
-    ys, ys_is_tuple = _flatten(y, "y", location)
+    new_carries, _ = _flatten(new_carry)
+    ys, ys_is_tuple = _flatten(y)
     _check_carries(init_vars, new_carries, location)
     new_carries = [c if c.dtype == v.dtype else c.astype(v.dtype) for c, v in zip(new_carries, init_vars)]
     inner_outputs = new_carries + ys

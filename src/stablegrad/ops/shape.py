@@ -55,7 +55,8 @@ def size(x: Variable):
     return total
 
 
-def _dim_inputs(shape, op: str) -> list[Variable]:
+def as_shape_inputs(shape, op: str) -> list[Variable]:
+    """A shape (ints and integer scalars) as 0-d int64 inputs of an op; errors name `op`."""
     if isinstance(shape, int | np.integer | Variable):
         shape = (shape,)
     dims = []
@@ -116,7 +117,7 @@ class Reshape(Op):
 def reshape(x, shape):
     """x with a new shape (NumPy's reshape; one entry may be -1)."""
     (x,) = as_operands(x)
-    dims = _dim_inputs(shape, "reshape")
+    dims = as_shape_inputs(shape, "reshape")
     if all(isinstance(d, Constant) for d in dims) and tuple(static_dim(d) for d in dims) == x.type.shape:
         return x
     return Reshape()(x, *dims)
@@ -306,7 +307,7 @@ class ReduceTo(Op):
 
     def pullback(self, inputs, outputs, grads):
         g = inputs[0]
-        return [BroadcastTo()(grads[0], *_dim_inputs(shape_tuple(g), "broadcast_to"))] + [
+        return [BroadcastTo()(grads[0], *as_shape_inputs(shape_tuple(g), "broadcast_to"))] + [
             zero_grad(d) for d in inputs[1:]
         ]
 
@@ -314,7 +315,7 @@ class ReduceTo(Op):
 def broadcast_to(x, shape):
     """x broadcast to `shape` (numpy.broadcast_to)."""
     (x,) = as_operands(x)
-    dims = _dim_inputs(shape, "broadcast_to")
+    dims = as_shape_inputs(shape, "broadcast_to")
     if all(isinstance(d, Constant) for d in dims) and tuple(static_dim(d) for d in dims) == x.type.shape:
         return x
     return BroadcastTo()(x, *dims)
@@ -322,7 +323,7 @@ def broadcast_to(x, shape):
 
 def reduce_to(g: Variable, shape: Sequence) -> Variable:
     """g summed over the axes along which `shape` was broadcast to g's shape."""
-    dims = _dim_inputs(tuple(shape), "reduce_to")
+    dims = as_shape_inputs(tuple(shape), "reduce_to")
     if all(isinstance(d, Constant) for d in dims) and tuple(static_dim(d) for d in dims) == g.type.shape:
         return g
     return ReduceTo()(g, *dims)
@@ -447,8 +448,3 @@ def stack(arrays, axis: int = 0):
 def atleast_1d(x):
     (x,) = as_operands(x)
     return reshape(x, (1,)) if x.ndim == 0 else x
-
-
-def as_shape_inputs(shape, op: str) -> list[Variable]:
-    """Public for other op modules: a shape as 0-d int64 inputs."""
-    return _dim_inputs(shape, op)

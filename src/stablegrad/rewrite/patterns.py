@@ -57,14 +57,6 @@ def fits(result: Variable, node: Apply) -> Variable | None:
     return result
 
 
-def broadcasts_into(small: Variable, big: Variable) -> bool:
-    """Whether `small` broadcasts to `big`'s shape without widening it (statically provable)."""
-    if small.ndim > big.ndim:
-        return False
-    padded = (1,) * (big.ndim - small.ndim) + small.type.shape
-    return all(s == 1 or (s is not None and s == b) for s, b in zip(padded, big.type.shape))
-
-
 def add_terms(v: Variable) -> list[Variable]:
     """The addends of a tree of `+` (v itself when it is no sum)."""
     from ..ops.elementwise import Add

@@ -458,7 +458,7 @@ def _single_axis(op) -> int | None:
 
 def _plain_keepdims_logsumexp(node) -> bool:
     op = node.op
-    return len(node.inputs) == 1 and getattr(op, "keepdims", False) and not getattr(op, "return_sign", False)
+    return op.keepdims and not (op.weighted or op.masked or op.return_sign)
 
 
 RULES = (
