@@ -32,9 +32,7 @@ def best_of(fn: Callable[[], object], repeat: int = 7, number: int = 1) -> float
 
 
 def hmm_graph(K: int):
-    L = sg.tensor("trans_logits", shape=(K, K))
-    mu = sg.tensor("means", shape=(K,))
-    y = sg.tensor("y", shape=(None,))
+    L, mu, y = sg.matrix("trans_logits"), sg.vector("means"), sg.vector("y")  # shapes known only at run time
     log_A = sg.log_softmax(L, axis=1)
     z = y[:, None] - mu[None, :]
     log_b = -0.5 * z * z - 0.5 * float(np.log(2 * np.pi))
@@ -101,9 +99,10 @@ def bench_hmm(K: int = 8, T: int = 1000) -> None:
     )
     for node in f.nodes:
         if isinstance(node.op, Scan):
-            print(
-                f"  {'backward' if node.op.reverse else 'forward'} scan body: {len(node.op.inner.program().nodes)} ops a step"
-            )
+            shapes, plan = next((s, p) for s, p in node.op.inner._hoisted.items())
+            ahead = f", {len(plan.prologue.nodes)} run once ahead, batched" if plan else ""
+            step = plan.step if plan else node.op.inner.program(shapes)
+            print(f"  {'backward' if node.op.reverse else 'forward'} scan: {len(step.nodes)} ops a step{ahead}")
 
 
 def bench_overhead(T: int = 20000) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 import stablegrad as sg
 import stablegrad.ops.stable as stable
+from stablegrad.backends.numpy_backend import UFUNCS, implementation
 from stablegrad.graph.basic import READS_OUTPUTS, Apply, Constant, Op, Variable, toposort
 from stablegrad.ops.base import Elementwise
 from stablegrad.ops.composite import OpFromGraph, SymbolicOp, inline
@@ -317,3 +318,12 @@ def test_the_reads_check_catches_a_wrong_declaration():
             check_reads(node)
     finally:
         del _FORWARD[id(node)]
+
+
+@pytest.mark.parametrize("cls", list(UFUNCS))
+def test_ops_the_backend_runs_as_bare_ufuncs_perform_exactly_that_ufunc(cls):
+    op = cls()
+    args = [np.array([-2.5, -0.0, 0.0, 0.5, np.inf, -np.inf, np.nan, 700.0])] * (op.perform.__code__.co_argcount - 1)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(op.perform(*args), UFUNCS[cls](*args))
+    assert implementation(op) is UFUNCS[cls]

@@ -12,6 +12,8 @@ from stablegrad.ops.composite import OpFromGraph, SymbolicOp
 from stablegrad.ops.stable import LogSumExp, Softmax
 from stablegrad.rewrite.pipeline import optimize
 
+rng = np.random.default_rng(11)
+
 
 def _op_types(f):
     return {type(n.op) for n in f.nodes}
@@ -137,3 +139,22 @@ def test_integer_and_low_precision_graphs_compile_as_fast_as_float64(dtype):
 
     compile_seconds("float64")
     assert compile_seconds(dtype) < 5 * compile_seconds("float64") + 0.05
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "y_shape"),
+    [((3, 4), (4,)), ((3, 4), (3, 1)), ((2, 3, 4), (1, 3, 1)), ((3, 4), ()), ((3, 4), (1, 1))],
+)
+def test_with_static_shapes_the_sums_undoing_broadcasting_are_plain_sums(x_shape, y_shape):
+    x, y = sg.tensor("x", shape=x_shape), sg.tensor("y", shape=y_shape)
+    gx, gy = sg.grad(sg.sum(sg.sin(x * y)), [x, y])
+    f = sg.function([x, y], [gx, gy])
+    names = [n.op.name for n in f.nodes]
+    assert "reduce_to" not in names and "squeeze" not in names  # squeeze(sum(keepdims)) is one sum
+    x_value, y_value = rng.standard_normal(x_shape), rng.standard_normal(y_shape)
+    got_x, got_y = f(x_value, y_value)
+    expected_y = (np.cos(x_value * y_value) * x_value).sum(axis=tuple(range(len(x_shape) - len(y_shape))))
+    expected_y = expected_y.sum(axis=tuple(i for i, n in enumerate(y_shape) if n == 1), keepdims=True)
+    assert got_y.shape == y_shape
+    np.testing.assert_allclose(got_y, expected_y.reshape(y_shape), rtol=1e-12)
+    np.testing.assert_allclose(got_x, np.cos(x_value * y_value) * y_value, rtol=1e-12)

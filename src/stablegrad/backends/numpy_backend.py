@@ -19,20 +19,47 @@ import numpy as np
 
 from ..errors import ExecutionError, StableGradError
 from ..graph.basic import Apply, Constant, Op, Variable, toposort
+from ..ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Negative, Subtract
+from ..ops.math import Exp, Log, Log1p
 from .numpy_fused import FUSED
 
 IMPLEMENTATIONS: dict[type, Callable[[Op], Callable | None]] = dict(FUSED)
 
+#: ops whose `perform` is exactly one NumPy ufunc call: the backend calls the ufunc itself,
+#: which saves a Python frame a node (a fifth of an add on a small array, in a loop's step)
+UFUNCS = {
+    Add: np.add,
+    Subtract: np.subtract,
+    Multiply: np.multiply,
+    Divide: np.true_divide,
+    Maximum: np.maximum,
+    Minimum: np.minimum,
+    Negative: np.negative,
+    Exp: np.exp,
+    Log: np.log,
+    Log1p: np.log1p,
+}
 
-def implementation(op: Op) -> Callable:
+
+def _calls(ufunc: np.ufunc) -> Callable[[Op], Callable]:
+    return lambda op: ufunc
+
+
+IMPLEMENTATIONS.update({cls: _calls(ufunc) for cls, ufunc in UFUNCS.items()})
+
+
+def implementation(op: Op, unread: frozenset[int] = frozenset()) -> Callable:
+    """How the backend runs `op`, given which of its outputs nobody reads."""
     factory = IMPLEMENTATIONS.get(type(op))
     fast = factory(op) if factory is not None else None
+    if fast is None and unread:
+        fast = op.perform_unread(unread)
     return fast if fast is not None else op.perform
 
 
 def runs_whole(op: Op) -> bool:
     """Whether this backend runs the (composite) op as one node rather than its inlined body."""
-    factory = IMPLEMENTATIONS.get(type(op))
+    factory = FUSED.get(type(op))
     return factory is not None and factory(op) is not None
 
 
@@ -63,15 +90,17 @@ class Program:
             steps.append((node, ins, outs))
         self.output_slots = [slot_of(v) for v in outputs]
         keep = set(self.output_slots)
+        read = keep.union(last_use)
         frees: list[list[int]] = [[] for _ in nodes]
         for s, i in last_use.items():
             if s not in keep:
                 frees[i].append(s)
         self.constants = constants
+        self.constant_slots = frozenset(s for s, _ in constants)
         self.nslots = len(slot)
         self.steps = [
             (
-                implementation(node.op),
+                implementation(node.op, frozenset(k for k, s in enumerate(outs) if s not in read)),
                 ins,
                 outs[0] if len(outs) == 1 else outs,
                 len(outs) == 1,
@@ -81,8 +110,18 @@ class Program:
             for i, (node, ins, outs) in enumerate(steps)
         ]
         self.nodes = nodes
+        self.output_types = [v.type for v in outputs]
         self._straight: Callable | None = None
         self._runs = 0
+        self._loops: dict[tuple, Callable] = {}
+
+    def loop(self, n_carry: int, n_xs: int, store_history: bool) -> Callable:
+        """This program as the body of a whole loop, one generated function (see `_loop_code`)."""
+        key = (n_carry, n_xs, store_history)
+        code = self._loops.get(key)
+        if code is None:
+            code = self._loops[key] = _loop_code(self, n_carry, n_xs, store_history)
+        return code
 
     def run(self, values: Sequence[np.ndarray]) -> list:
         with np.errstate(all="ignore"):
@@ -138,25 +177,74 @@ def _straight_line(program: Program) -> Callable:
     `del` frees an intermediate after its last reader exactly as the interpreter
     does.  The interpreter stays the reference: a failure re-runs there to name the node.
     """
-    constant_slots = {s for s, _ in program.constants}
-    namespace: dict[str, object] = {f"k{s}": data for s, data in program.constants}
-
-    def name(s: int) -> str:
-        return f"k{s}" if s in constant_slots else f"v{s}"
-
     lines = ["def run(values):"]
     if program.input_slots:
-        lines.append(f"    {''.join(name(s) + ', ' for s in program.input_slots)}= values")
+        lines.append(f"    {_names(program, program.input_slots)} = values")
+    namespace = _body_code(program, lines, "    ", frozenset())
+    lines.append(f"    return [{_names(program, program.output_slots)}]")
+    return _compiled(lines, namespace, "run")
+
+
+def _loop_code(program: Program, n_carry: int, n_xs: int, store_history: bool) -> Callable:
+    """A whole loop with `program` as its body, as one generated function.
+
+    `run(carry, xs, consts, history, ys, order)` runs the steps in `order`: it stores the
+    carry entering step t in `history[i][t]`, feeds `xs[j][t]`, writes `ys[k][t]` and
+    returns the final carry.  Against calling the body once a step, it saves building
+    the argument list and unpacking the results, about a microsecond a step.
+    """
+    inputs = program.input_slots
+    carries, slices, consts = inputs[:n_carry], inputs[n_carry : n_carry + n_xs], inputs[n_carry + n_xs :]
+    new_carries, ys = program.output_slots[:n_carry], program.output_slots[n_carry:]
+    lines = ["def run(carry, xs, consts, history, ys, order):"]
+    for names, values in ((carries, "carry"), (consts, "consts")):
+        if names:
+            lines.append(f"    {_names(program, names)} = {values}")
+    for prefix, count, values in (
+        ("s", n_xs, "xs"),
+        ("h", n_carry if store_history else 0, "history"),
+        ("y", len(ys), "ys"),
+    ):
+        if count:
+            lines.append(f"    {''.join(f'{prefix}{i}, ' for i in range(count))}= {values}")
+    lines.append("    for t in order:")
+    if store_history:
+        lines.extend(f"        h{i}[t] = {_name(program, s)}" for i, s in enumerate(carries))
+    read = {s for _, ins, *_ in program.steps for s in ins} | set(program.output_slots)
+    lines.extend(f"        {_name(program, s)} = s{j}[t]" for j, s in enumerate(slices) if s in read)
+    namespace = _body_code(program, lines, "        ", frozenset(consts))  # an implicit input serves every step
+    lines.extend(f"        y{k}[t] = {_name(program, s)}" for k, s in enumerate(ys))
+    if carries:
+        lines.append(f"        {_names(program, carries)} = {_names(program, new_carries)}")
+    lines.append(f"    return [{_names(program, carries)}]")
+    return _compiled(lines, namespace, "run")
+
+
+def _name(program: Program, s: int) -> str:
+    return f"k{s}" if s in program.constant_slots else f"v{s}"
+
+
+def _names(program: Program, slots: Sequence[int]) -> str:
+    return "".join(_name(program, s) + ", " for s in slots)
+
+
+def _body_code(program: Program, lines: list[str], indent: str, kept: frozenset[int]) -> dict[str, object]:
+    """Append a line per node (and the `del`s after last readers, but of no slot in `kept`)
+    to `lines`; returns the namespace the lines need: the op functions and constants."""
+    namespace: dict[str, object] = {f"k{s}": data for s, data in program.constants}
     for i, (fn, ins, out, single, frees, _) in enumerate(program.steps):
         namespace[f"f{i}"] = fn
-        targets = name(out) if single else "".join(name(s) + ", " for s in out)  # type: ignore[arg-type, union-attr]
-        lines.append(f"    {targets} = f{i}({', '.join(name(s) for s in ins)})")
-        dead = [name(s) for s in frees if s not in constant_slots]
+        targets = _name(program, out) if single else _names(program, out)  # type: ignore[arg-type]
+        lines.append(f"{indent}{targets} = f{i}({', '.join(_name(program, s) for s in ins)})")
+        dead = [_name(program, s) for s in frees if s not in program.constant_slots and s not in kept]
         if dead:
-            lines.append(f"    del {', '.join(dead)}")
-    lines.append(f"    return [{', '.join(name(s) for s in program.output_slots)}]")
+            lines.append(f"{indent}del {', '.join(dead)}")
+    return namespace
+
+
+def _compiled(lines: list[str], namespace: dict[str, object], name: str) -> Callable:
     exec(compile("\n".join(lines), "<stablegrad program>", "exec"), namespace)  # our own generated code
-    return namespace["run"]  # type: ignore[return-value]
+    return namespace[name]  # type: ignore[return-value]
 
 
 def _execution_error(node: Apply, exc: Exception) -> ExecutionError:

@@ -11,7 +11,7 @@ import functools
 import gc
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -364,6 +364,11 @@ class Op:
     def perform(self, *arrays: np.ndarray) -> Any:
         """NumPy reference semantics: one array, or a tuple of `nout` arrays."""
         raise NotImplementedError
+
+    def perform_unread(self, unread: frozenset[int]) -> Callable | None:
+        """A `perform` that may skip the outputs numbered in `unread` (nobody reads them),
+        or None where skipping saves nothing (the default)."""
+        return None
 
     def pullback(self, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Sequence[Variable]):
         """Gradients w.r.t. the inputs (graph, or `Zero`) given the output cotangents."""

@@ -15,6 +15,7 @@ repairs a naive `log(sum(exp(...)))` written inside `step`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,7 +37,9 @@ class InnerGraph:
         self, carries: list[Variable], slices: list[Variable], consts: list[Variable], outputs: list[Variable]
     ):
         self.carries, self.slices, self.consts, self.outputs = carries, slices, consts, outputs
+        self._optimized: dict = {}
         self._programs: dict = {}
+        self._hoisted: dict = {}
 
     @property
     def inputs(self) -> list[Variable]:
@@ -56,7 +59,29 @@ class InnerGraph:
         """
         program = self._programs.get(shapes)
         if program is None:
-            from ..backends.numpy_backend import Program, runs_whole
+            from ..backends.numpy_backend import Program
+
+            program = self._programs[shapes] = Program(*self._optimize(shapes))
+        return program
+
+    def hoisted(self, shapes: tuple):
+        """The body for these shapes split into a prologue run once, batched over all
+        steps, and a lighter step (see `backends.loop_hoist`); None when nothing hoists."""
+        if shapes not in self._hoisted:
+            from ..backends.loop_hoist import hoist
+
+            inputs, body = self._optimize(shapes)
+            n_carry, n_xs = len(self.carries), len(self.slices)
+            self._hoisted[shapes] = hoist(
+                inputs[:n_carry], inputs[n_carry : n_carry + n_xs], inputs[n_carry + n_xs :], body
+            )
+        return self._hoisted[shapes]
+
+    def _optimize(self, shapes: tuple | None) -> tuple[list[Variable], list[Variable]]:
+        """(placeholders, outputs) of the body typed for `shapes` and through the late phase."""
+        compiled = self._optimized.get(shapes)
+        if compiled is None:
+            from ..backends.numpy_backend import runs_whole
             from ..rewrite.pipeline import optimize
 
             inputs, outputs = self.inputs, self.outputs
@@ -67,9 +92,11 @@ class InnerGraph:
                     inputs = typed
                 except StableGradError:  # the type rules reject these shapes: run the generic body, which reports it
                     inputs, outputs = self.inputs, self.outputs
-            body = optimize(outputs, inputs, recognition=False, keep_whole=runs_whole)
-            program = self._programs[shapes] = Program(inputs, body)
-        return program
+            compiled = self._optimized[shapes] = (
+                inputs,
+                optimize(outputs, inputs, recognition=False, keep_whole=runs_whole),
+            )
+        return compiled
 
 
 class Scan(Op):
@@ -121,7 +148,13 @@ class Scan(Op):
         history = [TensorType(t.dtype, (steps, *t.shape)) for t in carries]
         return carries + ys + history
 
-    def perform(self, *arrays):
+    def perform_unread(self, unread: frozenset[int]):
+        """Without storing the carries entering each step when nothing reads them (the
+        pullback's own loop, unless differentiated again): a copy a step saved."""
+        history = range(self.n_carry + self.n_ys, self.nout)
+        return functools.partial(self.perform, store_history=False) if unread.issuperset(history) else None
+
+    def perform(self, *arrays, store_history: bool = True):
         n_carry, n_xs, n_ys = self.n_carry, self.n_xs, self.n_ys
         carry = list(arrays[:n_carry])
         xs = arrays[n_carry : n_carry + n_xs]
@@ -129,17 +162,31 @@ class Scan(Op):
         steps = _run_length(self, xs)
         shapes = tuple(np.shape(a) for a in carry) + tuple(np.shape(x)[1:] for x in xs)
         shapes += tuple(np.shape(a) for a in consts)
-        run = self.inner.program(shapes).run_unguarded
+        program, xs, consts = self._step(shapes, steps, xs, consts)
         inner = self.inner
         # Outputs are written in place into arrays allocated once (ys: at the first step,
         # when their shape is known), so a step costs the body's ops and little else.
         history = [np.empty((steps, *np.shape(c)), dtype=p.dtype) for c, p in zip(carry, inner.carries)]
+        if not store_history:
+            history = []
+        order = range(steps - 1, -1, -1) if self.reverse else range(steps)
         ys: list = [None] * n_ys
+        types = program.output_types
+        if steps >= 2 and all(t.shape == np.shape(c) for t, c in zip(types, carry)) and _static(types[n_carry:]):
+            # the types pin every shape: no check a step, and the loop runs as generated code
+            try:
+                ys = [np.empty((steps, *t.shape), dtype=t.dtype) for t in types[n_carry:]]
+                with np.errstate(all="ignore"):
+                    carry = program.loop(n_carry, len(xs), store_history)(carry, xs, consts, history, ys, order)
+                return self._results(carry, ys, history)
+            except Exception:  # run again step by step, which says at which step and node it fails
+                ys = [None] * n_ys
+        run = program.run_unguarded
         check_carry, check_ys = self._runtime_checks()
         t = 0
         try:
             with np.errstate(all="ignore"):
-                for t in range(steps - 1, -1, -1) if self.reverse else range(steps):
+                for t in order:
                     for h, c in zip(history, carry):
                         h[t] = c
                     outs = run(carry + [x[t] for x in xs] + consts)
@@ -167,8 +214,30 @@ class Scan(Op):
                 np.zeros((0, *shape), dtype=o.dtype)
                 for shape, o in zip(self._empty_ys_shapes(arrays), inner.outputs[n_carry:])
             ]
-        final = [np.asarray(c, dtype=p.dtype) for c, p in zip(carry, inner.carries)]
-        return (*final, *ys, *history)
+        return self._results(carry, ys, history)
+
+    def _results(self, carry, ys, history) -> tuple:
+        final = [np.asarray(c, dtype=p.dtype) for c, p in zip(carry, self.inner.carries)]
+        return (*final, *ys, *(history or [None] * self.n_carry))
+
+    def _step(self, shapes: tuple, steps: int, xs, consts):
+        """The program run at each step, with the sequences and implicit inputs it takes.
+
+        Where part of the body does not depend on the carry, it runs first, once,
+        batched over all steps, and the step only does the rest — unless that would
+        hold more than `HOIST_BUDGET` bytes, or the prologue fails (the step-by-step
+        body then names the step where it does).
+        """
+        plan = self.inner.hoisted(shapes) if steps > 1 else None
+        if plan is not None and steps * plan.bytes_per_step <= HOIST_BUDGET:
+            try:
+                hoisted = plan.prologue.run([*xs, *consts])
+            except ExecutionError:
+                pass
+            else:
+                n = plan.n_batched
+                return plan.step, [*xs, *hoisted[:n]], [*consts, *hoisted[n:]]
+        return self.inner.program(shapes), xs, consts
 
     def _empty_ys_shapes(self, arrays) -> list[tuple[int, ...]]:
         """The shape each y would have, for a loop of zero steps: the body's types re-inferred
@@ -213,8 +282,16 @@ class Scan(Op):
         return _scan_pullback(self, inputs, outputs, grads)
 
 
+#: the most bytes of per-step values a loop computes ahead, batched (see `Scan._step`)
+HOIST_BUDGET = 1 << 26
+
+
 def _step_error(what: str, t: int, op: Scan) -> ScanError:
     return ScanError(f"scan: the step function {what} at step {t}; a carry or y keeps its shape", op.location)
+
+
+def _static(types) -> bool:
+    return all(None not in t.shape for t in types)
 
 
 def _run_length(op: Scan, xs) -> int:
@@ -323,12 +400,17 @@ def _lift_free_variables(
     """Outer variables the body reads become explicit loop inputs (with fresh inner placeholders).
 
     Anything in the body that does not depend on the placeholders is loop-invariant:
-    it is computed once outside and fed in, not recomputed at every step.
+    it is computed once outside and fed in, not recomputed at every step — except
+    shape lookups, which stay in the body on the lifted operand: compiled for the
+    loop's actual shapes, they fold to constants there (and with them, the sums that
+    undo broadcasting in a gradient), where a lifted extent would be opaque.
     """
+    from .shape import ShapeDim
+
     nodes = toposort(outputs, stop=placeholders)
     varying = {p.id for p in placeholders}
     for node in nodes:
-        if any(v.id in varying for v in node.inputs):
+        if isinstance(node.op, ShapeDim) or any(v.id in varying for v in node.inputs):
             varying.update(o.id for o in node.outputs)
     free: dict[int, Variable] = {}
     for node in nodes:

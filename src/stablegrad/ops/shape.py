@@ -205,7 +205,8 @@ class ExpandDims(Op):
 
     def perform(self, x):
         # indexing with None inserts the axes without np.expand_dims's argument checks (~5 µs a call)
-        return np.asarray(x)[_new_axes_index(self.axes, np.ndim(x) + len(self.axes))]
+        x = np.asarray(x)
+        return x[_new_axes_index(self.axes, x.ndim + len(self.axes))]
 
     def pullback(self, inputs, outputs, grads):
         return [Squeeze(self.axes)(grads[0])]

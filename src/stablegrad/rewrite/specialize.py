@@ -15,7 +15,8 @@ import numpy as np
 
 from ..graph.basic import Constant, Op
 from ..ops.composite import OpFromGraph, SymbolicOp, inline
-from ..ops.shape import BroadcastTo, ReduceTo, ShapeDim
+from ..ops.reduction import Sum
+from ..ops.shape import BroadcastTo, ReduceTo, ShapeDim, Squeeze
 from .engine import Kind, Phase, rewrite
 
 #: which composites the target backend runs whole (not inlined); set by `pipeline.optimize`
@@ -52,4 +53,32 @@ def needless_broadcast(node):
     return x if target is not None and x.type.shape == target else None
 
 
-RULES = (inline_composite, static_extent, needless_broadcast)
+@rewrite(Phase.SPECIALIZE, Kind.ALGEBRA, ReduceTo)
+def static_reduce_to(node):
+    """reduce_to a static shape from a static shape → a plain sum over the broadcast axes.
+
+    `ReduceTo` works out at run time which axes to sum; in a loop's body, where it
+    runs at every step, that bookkeeping costs more than the sum of a small array.
+    """
+    g, dims = node.inputs[0], node.inputs[1:]
+    target, shape = _static(dims), g.type.shape
+    if target is None or None in shape or len(shape) < len(target):
+        return None
+    extra = len(shape) - len(target)
+    kept = tuple(extra + i for i, n in enumerate(target) if n == 1 and shape[extra + i] != 1)
+    if not kept:
+        return Sum(tuple(range(extra)))(g)
+    summed = Sum(tuple(range(extra)) + kept, keepdims=True)(g)
+    return Squeeze(tuple(range(extra)))(summed) if extra else summed
+
+
+@rewrite(Phase.SPECIALIZE, Kind.ALGEBRA, Squeeze)
+def squeezed_sum(node):
+    """squeeze(sum(x, axes, keepdims=True), axes) → sum(x, axes): one node instead of two."""
+    owner = node.inputs[0].owner
+    if owner is None or not isinstance(owner.op, Sum) or not owner.op.keepdims or owner.op.axes != node.op.axes:
+        return None
+    return Sum(owner.op.axes)(owner.inputs[0])
+
+
+RULES = (inline_composite, static_extent, needless_broadcast, static_reduce_to, squeezed_sum)

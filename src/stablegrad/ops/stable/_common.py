@@ -17,6 +17,7 @@ from ...graph.basic import Variable
 from ...graph.types import broadcast_shapes, normalize_axis
 from ..base import as_operands
 from ..elementwise import astype
+from ..math import log1p
 from ..reduction import _Extremum
 from ..shape import ExpandDims, Squeeze
 
@@ -69,6 +70,14 @@ def check_broadcast(op: str, argument: str, x: Variable, other: Variable) -> tup
 def axes_of(op: str, axis, ndim: int) -> tuple[int, ...]:
     """Sorted non-negative axes; errors (out of range, repeated) name the op and `axis`."""
     return normalize_axis(axis, ndim, op)
+
+
+def log_tied_plus_rest(ties: Variable, rest: Variable) -> Variable:
+    """log(ties + rest) for `ties` entries at the max (each exp(0) = 1) and the sum `rest`
+    of the others: `log1p(rest)` when the max is unique, so a tail far below it is not
+    rounded away against the 1 (logsumexp([0, -40]) = 4.2e-18, not 0).  (An empty or
+    NaN row has no ties: log1p(-1 + rest) is -inf or NaN, as it should be.)"""
+    return log1p(rest + (ties - 1))
 
 
 def keep(v: Variable, axes: tuple[int, ...], keepdims: bool) -> Variable:

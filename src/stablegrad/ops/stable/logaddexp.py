@@ -18,7 +18,7 @@ from ...graph.basic import Reads
 from ..composite import SymbolicOp
 from ..elementwise import astype, equal, less, maximum, where
 from ..math import exp, expm1, log, log1p
-from ._common import NEG_INF, POS_INF, promote, restore
+from ._common import NEG_INF, POS_INF, log_tied_plus_rest, promote, restore
 
 _LOG_HALF = float(np.log(0.5))
 
@@ -48,12 +48,12 @@ class LogAddExp(SymbolicOp):
         for x in xs[1:]:
             m = maximum(m, x)
         ties = [equal(x, m) for x in xs]
-        lead = astype(ties[0], m.dtype)
+        tied = astype(ties[0], m.dtype)
         rest = where(ties[0], 0, exp(xs[0] - m))
         for x, tie in zip(xs[1:], ties[1:]):
-            lead = lead + astype(tie, m.dtype)
+            tied = tied + astype(tie, m.dtype)
             rest = rest + where(tie, 0, exp(x - m))
-        return m + (log(lead) + log1p(rest / lead))
+        return m + log_tied_plus_rest(tied, rest)
 
     def pullback(self, inputs, outputs, grads):
         g = grads[0]

@@ -35,7 +35,19 @@ from ..elementwise import (
 )
 from ..math import exp, log, log1p
 from ..reduction import Sum, count
-from ._common import NEG_INF, POS_INF, MaxShift, as_mask, axes_of, check_broadcast, drop, keep, promote, restore
+from ._common import (
+    NEG_INF,
+    POS_INF,
+    MaxShift,
+    as_mask,
+    axes_of,
+    check_broadcast,
+    drop,
+    keep,
+    log_tied_plus_rest,
+    promote,
+    restore,
+)
 
 
 @final
@@ -85,8 +97,8 @@ class LogSumExp(SymbolicOp):
         at_max = equal(x_live, m)
         terms = exp(x_live - m)
         if b is None and not self.return_sign:
-            lead, rest = _split_at_max(self.axes, at_max, terms)
-            return drop(m + (log(lead) + log1p(rest / lead)), self.axes, self.keepdims)
+            ties, rest = _split_at_max(self.axes, at_max, terms)
+            return drop(m + log_tied_plus_rest(ties, rest), self.axes, self.keepdims)
         at_max_live = at_max if live is None else logical_and(at_max, live)
         others = at_max if live is None else logical_or_not(at_max, live)
         lead_terms = astype(at_max_live, x.dtype) if b is None else where(at_max_live, b, 0)
@@ -108,10 +120,10 @@ class LogSumExp(SymbolicOp):
 
 
 def _split_at_max(axes, at_max: Variable, terms: Variable) -> tuple[Variable, Variable]:
-    """(k, rest): the number of entries at the max (at least 1) and the sum of the other terms."""
-    lead = Sum(axes, keepdims=True)(astype(at_max, terms.dtype))
+    """(ties, rest): the number of entries at the max and the sum of the other terms."""
+    ties = Sum(axes, keepdims=True)(astype(at_max, terms.dtype))
     rest = Sum(axes, keepdims=True)(where(at_max, 0, terms))
-    return maximum(lead, 1), rest
+    return ties, rest
 
 
 def logical_or_not(a: Variable, live: Variable) -> Variable:
@@ -242,7 +254,8 @@ class LogMeanExp(SymbolicOp):
         x_live = x if mask is None else where(mask, x, NEG_INF)
         m = MaxShift(self.axes, keepdims=True)(x_live)
         at_max = equal(x_live, m)
-        lead, rest = _split_at_max(self.axes, at_max, exp(x_live - m))
+        ties, rest = _split_at_max(self.axes, at_max, exp(x_live - m))
+        lead = maximum(ties, 1)
         # log(lead / n) is exactly 0 when every entry ties: logmeanexp([a, a]) = a to the last bit
         out = m + (log(lead / self._count(*inputs)) + log1p(rest / lead))
         return drop(out, self.axes, self.keepdims)

@@ -21,10 +21,10 @@ from ..composite import SymbolicOp
 from ..creation import arange
 from ..elementwise import astype, equal, logical_not, logical_or, where
 from ..indexing import take_along_axis
-from ..math import exp, log, log1p
+from ..math import exp
 from ..reduction import All, Sum
 from ..shape import ExpandDims, Squeeze, as_shape_inputs, broadcast_to, reshape, shape_tuple
-from ._common import NEG_INF, MaxShift, as_mask, axes_of, check_broadcast, promote, restore
+from ._common import NEG_INF, MaxShift, as_mask, axes_of, check_broadcast, log_tied_plus_rest, promote, restore
 
 
 def _shifted(axes: tuple[int, ...], x_live: Variable) -> tuple[Variable, Variable]:
@@ -108,9 +108,9 @@ class LogSoftmax(SymbolicOp):
     def build(self, *inputs):
         _, mask, x_live = _unpack(inputs, self.masked)
         z, at_max = _shifted(self.axes, x_live)
-        lead = Sum(self.axes, keepdims=True)(astype(at_max, z.dtype))
+        ties = Sum(self.axes, keepdims=True)(astype(at_max, z.dtype))
         rest = Sum(self.axes, keepdims=True)(where(at_max, 0, exp(z)))
-        out = z - (log(lead) + log1p(rest / lead))
+        out = z - log_tied_plus_rest(ties, rest)
         return out if mask is None else where(mask, out, NEG_INF)
 
     def pullback(self, inputs, outputs, grads):
