@@ -547,3 +547,33 @@ def test_sharded_over_four_devices_matches_one_device():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "sharded ok" in result.stdout
+
+
+def test_equal_products_cancel_exactly_despite_fused_multiply_add():
+    """XLA would contract `a*b - a*c` into fma(a, b, -a*c): the rounding error of a*c, not 0."""
+    a, b, c = sg.vector("a"), sg.vector("b"), sg.vector("c")
+    f = sg.function([a, b, c], [a * b - a * c, a / b - a / c], backend="jax")
+    x, y = normal(1000), positive(1000)
+    for difference in f(x, y, y):
+        assert np.all(difference == 0)
+
+
+def test_logsumexp_of_x_and_of_minus_x_on_equal_rows_has_an_exactly_zero_gradient():
+    """softmax(x) - softmax(-x) = 1/n - 1/n on a row of equal entries, as on NumPy."""
+    x, w = sg.matrix("x"), sg.vector("w")
+    total = sg.sum(w * (sg.logsumexp(x, axis=-1) + sg.logsumexp(-x, axis=-1)))
+    rows = np.array([0.0, 1000.0, -1000.0])[:, None] * np.ones((1, 5))
+    (g,) = sg.function([x, w], sg.grad(total, [x]), backend="jax")(rows, normal(3))
+    assert np.all(g == 0)
+
+
+def test_logsumexp_hessian_vector_product_at_a_one_hot_softmax_is_exactly_zero_at_the_max():
+    x, w, v = sg.matrix("x"), sg.vector("w"), sg.matrix("v")
+    (g,) = sg.grad(sg.sum(w * sg.logsumexp(x, axis=-1)), [x])
+    (hvp,) = sg.grad(sg.sum(g * v), [x])
+    spread = -800 + normal(3, 5)
+    spread[np.arange(3), [4, 0, 2]] = 800 + normal(3)
+    args = (spread, normal(3), normal(3, 5))
+    got = sg.function([x, w, v], hvp, backend="jax")(*args)
+    np.testing.assert_array_equal(got, sg.function([x, w, v], hvp)(*args))
+    assert np.all(got == 0)

@@ -131,7 +131,28 @@ _FLOAT64 = np.dtype(np.float64)
 def lower_ufunc(op, *args):
     """Ops in `UFUNCS`: every operand in the output dtype (NumPy computes there), then the JAX function."""
     dtype = _numpy_result_dtype(op, tuple(np.dtype(a.dtype) for a in args))
-    return UFUNCS[type(op)](*_cast(args, dtype))
+    result = UFUNCS[type(op)](*_cast(args, dtype))
+    if isinstance(op, ROUNDED) and dtype.kind == "f" and not is_static(result):
+        return rounded(result)
+    return result
+
+
+#: products and quotients are rounded where they are computed (see `rounded`)
+ROUNDED = (elementwise.Multiply, elementwise.Divide)
+
+
+def rounded(x):
+    """x, rounded to its dtype before any reader adds to it.
+
+    XLA's CPU and GPU code generators contract a product that feeds an addition
+    into one fused multiply-add, which skips the product's rounding.  Where the
+    same product is also used rounded — `w·p₁ - w·p₂` with p₁ = p₂, or
+    `u - Σ u·p` with p one-hot — the difference is then the rounding error
+    (1e-17) instead of the exact 0 that NumPy gives and the edge table promises.
+    A select on a comparison XLA cannot fold hides the product from the
+    contraction; it costs a compare and a select in a fused loop.
+    """
+    return jnp.where(x == x, x, jnp.nan)
 
 
 def _in_double(fn: Callable, x, dtype: np.dtype):
