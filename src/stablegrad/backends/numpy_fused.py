@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ops.stable import LogSumExp, Softmax
+from ..ops.stable.logsumexp import LogSumExpGrad
 
 
 def fused_logsumexp(op: LogSumExp) -> Callable | None:
@@ -24,19 +25,39 @@ def fused_logsumexp(op: LogSumExp) -> Callable | None:
     axes, keepdims = op.axes, op.keepdims
 
     def run(x):
-        m = np.maximum.reduce(x, axis=axes, keepdims=True, initial=-np.inf)
-        at_max = np.equal(x, m)
-        terms = np.exp(np.subtract(x, m))
-        if terms.ndim:  # the body's where(at_max, 0, terms), in place: half the time on small arrays
-            terms[at_max] = 0
-        else:  # NumPy returns a 0-d result as a scalar, which has no item to set
-            terms = np.where(at_max, 0, terms)
+        m, at_max, terms = _max_and_terms(x, axes)
+        terms[at_max] = 0  # the body's where(at_max, 0, terms), in place: half the time on small arrays
         # reduced without keepdims (the same sums, and no squeeze call); `initial` counts ties - 1 at once
         rest = np.add.reduce(terms, axis=axes, keepdims=keepdims)
         excess_ties = np.add.reduce(at_max, axis=axes, keepdims=keepdims, dtype=terms.dtype, initial=-1)
         return np.add(m.reshape(rest.shape), np.log1p(rest + excess_ties))
 
     return run
+
+
+def fused_logsumexp_grad(op: LogSumExpGrad) -> Callable:
+    """The LogSumExpGrad body (softmax, 0 on empty rows) as one function."""
+    axes = op.axes
+
+    def run(x):
+        m, at_max, terms = _max_and_terms(x, axes)
+        terms[at_max] = 0
+        rest = np.add.reduce(terms, axis=axes, keepdims=True)
+        ties = np.add.reduce(at_max, axis=axes, keepdims=True, dtype=terms.dtype)
+        terms[at_max] = 1
+        p = np.true_divide(terms, ties + rest)
+        np.copyto(p, 0, where=np.equal(m, -np.inf))
+        return p
+
+    return run
+
+
+def _max_and_terms(x, axes):
+    """(m, at_max, exp(x - m)) as `split_at_max` builds them; the terms as an array
+    even for a 0-d x (NumPy returns 0-d results as scalars), to be set in place."""
+    m = np.maximum.reduce(x, axis=axes, keepdims=True, initial=-np.inf)
+    at_max = np.equal(x, m)
+    return m, at_max, np.asarray(np.exp(np.subtract(x, m)))
 
 
 def fused_softmax(op: Softmax) -> Callable | None:
@@ -54,4 +75,8 @@ def fused_softmax(op: Softmax) -> Callable | None:
     return run
 
 
-FUSED: dict[type, Callable] = {LogSumExp: fused_logsumexp, Softmax: fused_softmax}
+FUSED: dict[type, Callable] = {
+    LogSumExp: fused_logsumexp,
+    LogSumExpGrad: fused_logsumexp_grad,
+    Softmax: fused_softmax,
+}

@@ -85,12 +85,26 @@ def test_logsumexp_weighted_matches_scipy(x, data):
         np.testing.assert_allclose(out, scipy.special.logsumexp(x, axis=-1, b=b), rtol=1e-13)
 
 
+def test_logsumexp_signed_of_an_exactly_cancelling_total_is_minus_inf_with_sign_zero():
+    value, sign = run(
+        lambda v, w: sg.logsumexp(v, axis=-1, b=w, return_sign=True),
+        np.ones((1, 4)),
+        np.array([[1.0, -2.0, 3.0, -2.0]]),
+    )
+    assert value.tolist() == [-np.inf] and sign.tolist() == [0.0]
+
+
 @given(rows(50.0, neg_inf=False), st.data())
 def test_logsumexp_signed_matches_scipy_and_mpmath(x, data):
     b = data.draw(hnp.arrays(np.float64, x.shape, elements=st.sampled_from([-2.0, -0.5, 0.0, 0.5, 1.0, 3.0])))
     value, sign = run(lambda v, w: sg.logsumexp(v, axis=-1, b=w, return_sign=True), x, b)
     total = np.sum(mp_array(b) * mexp(mp_array(x)), axis=-1)
-    magnitude = to_float(np.sum(np.abs(mp_array(b)) * mexp(mp_array(x)), axis=-1))
+    mp_magnitude = np.sum(np.abs(mp_array(b)) * mexp(mp_array(x)), axis=-1)
+    # a total that cancels to the reference's own precision is exactly 0 (x = [1, 1], b = [2, -2])
+    total = np.array(
+        [t if abs(t) > m * mp.mpf(10) ** (20 - mp.mp.dps) else mp.mpf(0) for t, m in zip(total, mp_magnitude)]
+    )
+    magnitude = to_float(mp_magnitude)
     # the sign is decidable in floating point where the total is not lost in rounding
     # (x = [7e-118, 0], b = [0.5, -0.5] sums to 3e-118 exactly but to 0 in any float64 sum)
     decidable = np.abs(to_float(total)) > 1e-15 * magnitude

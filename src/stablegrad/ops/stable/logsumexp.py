@@ -56,8 +56,8 @@ class LogSumExp(SymbolicOp):
     """log Σ b·exp(x) over `axes`, optionally masked (`where`) and signed (`return_sign`).
 
     Naive: `log(sum(b * exp(x)))` overflows past ~709 and its gradient is inf/inf.
-    Stable: with m the max, `m + log(k) + log1p(rest / k)`, k the (weighted) count
-    of entries at the max and `rest` the sum of the others' `b·exp(x - m)`, which
+    Stable: with m the max, `m + log1p(rest + k - 1)`, k the (weighted) count of
+    entries at the max and `rest` the sum of the others' `b·exp(x - m)`, which
     keeps tiny tails exact (`logsumexp([0, -40])` = 4.2484e-18).  Entries with
     `b = 0` or `where=False` are absent (-inf) before the max is taken.
     Pullback (reads x, b, where and the output): `g · b · exp(x - out)` for x and
@@ -93,12 +93,12 @@ class LogSumExp(SymbolicOp):
         x, b, mask = unpack(inputs, self.weighted, self.masked)
         live = _live(b, mask)
         x_live = x if live is None else where(live, x, NEG_INF)
+        if b is None and not self.return_sign:
+            m, _, _, ties, rest = split_at_max(self.axes, x_live)
+            return drop(m + log_tied_plus_rest(ties, rest), self.axes, self.keepdims)
         m = MaxShift(self.axes, keepdims=True)(x_live)
         at_max = equal(x_live, m)
         terms = exp(x_live - m)
-        if b is None and not self.return_sign:
-            ties, rest = _split_at_max(self.axes, at_max, terms)
-            return drop(m + log_tied_plus_rest(ties, rest), self.axes, self.keepdims)
         at_max_live = at_max if live is None else logical_and(at_max, live)
         others = at_max if live is None else logical_or_not(at_max, live)
         lead_terms = astype(at_max_live, x.dtype) if b is None else where(at_max_live, b, 0)
@@ -119,11 +119,46 @@ class LogSumExp(SymbolicOp):
         return lse_pullback(self.axes, x, b, mask, out, total_sign, g)
 
 
-def _split_at_max(axes, at_max: Variable, terms: Variable) -> tuple[Variable, Variable]:
-    """(ties, rest): the number of entries at the max and the sum of the other terms."""
+def split_at_max(axes, x: Variable) -> tuple[Variable, Variable, Variable, Variable, Variable]:
+    """(m, at_max, terms, ties, rest): the max over `axes` (kept), where x attains it,
+    exp(x - m), how many entries tie at the max, and the sum of the other terms.
+
+    The start of both logsumexp and its gradient, built the same way for both so
+    that, once inlined in one graph, the two share it (one max, one pair of sums).
+    """
+    m = MaxShift(axes, keepdims=True)(x)
+    at_max = equal(x, m)
+    terms = exp(x - m)
     ties = Sum(axes, keepdims=True)(astype(at_max, terms.dtype))
     rest = Sum(axes, keepdims=True)(where(at_max, 0, terms))
-    return ties, rest
+    return m, at_max, terms, ties, rest
+
+
+@final
+@dataclass(frozen=True)
+class LogSumExpGrad(SymbolicOp):
+    """The gradient of plain logsumexp over `axes`: softmax(x), 0 on rows with no entry above -inf.
+
+    `where(at_max, 1, terms) / (ties + rest)` from `split_at_max`, logsumexp's own
+    start: where both are inlined (the JAX backend), the gradient costs one more
+    pass over x instead of a second max and sum.  +inf entries share the mass
+    equally (the limit); an empty row gets 0, so no NaN reaches second order.
+    Pullback (reads only the output p): `p · (g - Σ g·p)`, which is 0 where p is.
+    """
+
+    public_name: ClassVar[str] = "logsumexp_grad"
+
+    axes: tuple[int, ...] = ()
+
+    reads = Reads(inputs=(), outputs=(0,))
+
+    def build(self, x):
+        m, at_max, terms, ties, rest = split_at_max(self.axes, x)
+        return where(equal(m, NEG_INF), 0, where(at_max, 1, terms) / (ties + rest))
+
+    def pullback(self, inputs, outputs, grads):
+        (p,), (g,) = outputs, grads
+        return [p * (g - Sum(self.axes, keepdims=True)(g * p))]
 
 
 def logical_or_not(a: Variable, live: Variable) -> Variable:
@@ -168,13 +203,8 @@ def lse_pullback(axes, x, b, mask, out, total_sign, g) -> list:
     x_live = x if mask is None else where(mask, x, NEG_INF)
     if b is None and total_sign is None:
         # unweighted, p is softmax(x): computed as one, not as exp(x - out), which loses
-        # the log(k) of k tied maxima once |x| > 2**53 (out rounds to the max itself).
-        # An empty (all -inf) row gets a uniform stand-in so no NaN reaches second order.
-        from .softmax import Softmax
-
-        empty = equal(MaxShift(axes, keepdims=True)(x_live), NEG_INF)  # not from `out`: see `reads`
-        p = Softmax(axes)(where(empty, 0, x_live))
-        return [g * where(empty, 0, p)] + ([zero_grad(mask)] if mask is not None else [])
+        # the log(k) of k tied maxima once |x| > 2**53 (out rounds to the max itself)
+        return [g * LogSumExpGrad(axes)(x_live)] + ([zero_grad(mask)] if mask is not None else [])
     out_safe = where(equal(out, NEG_INF), 0, out)
     # the +inf entries of +inf rows (`out` itself is that +inf: two bare floats would make float64)
     at_inf = equal(x_live, where(equal(out, POS_INF), out, np.nan))
@@ -252,9 +282,7 @@ class LogMeanExp(SymbolicOp):
     def build(self, *inputs):
         x, _, mask = unpack(inputs, False, self.masked)
         x_live = x if mask is None else where(mask, x, NEG_INF)
-        m = MaxShift(self.axes, keepdims=True)(x_live)
-        at_max = equal(x_live, m)
-        ties, rest = _split_at_max(self.axes, at_max, exp(x_live - m))
+        m, _, _, ties, rest = split_at_max(self.axes, x_live)
         lead = maximum(ties, 1)
         # log(lead / n) is exactly 0 when every entry ties: logmeanexp([a, a]) = a to the last bit
         out = m + (log(lead / self._count(*inputs)) + log1p(rest / lead))
