@@ -159,7 +159,7 @@ class Scan(Op):
         carry = list(arrays[:n_carry])
         xs = arrays[n_carry : n_carry + n_xs]
         consts = list(arrays[n_carry + n_xs :])
-        steps = _run_length(self, xs)
+        steps = run_length(self, xs)
         shapes = tuple(np.shape(a) for a in carry) + tuple(np.shape(x)[1:] for x in xs)
         shapes += tuple(np.shape(a) for a in consts)
         program, xs, consts = self._step(shapes, steps, xs, consts)
@@ -294,7 +294,8 @@ def _static(types) -> bool:
     return all(None not in t.shape for t in types)
 
 
-def _run_length(op: Scan, xs) -> int:
+def run_length(op: Scan, xs) -> int:
+    """The number of steps: the common leading extent of `xs`, or `length` (which must agree)."""
     lengths = {np.shape(x)[0] for x in xs}
     if len(lengths) > 1:
         raise ScanError(f"scan: the sequences in xs have different lengths {sorted(lengths)}", op.location)

@@ -24,7 +24,7 @@ from ...graph.basic import Apply, Constant, Op, Variable, toposort
 from ...graph.types import TensorType
 from ...ops import base, reduction, shape
 from ...ops.composite import OpFromGraph, SymbolicOp, body_of
-from ...ops.scan import Scan, ScanError
+from ...ops.scan import Scan, ScanError, run_length
 from ...rewrite.pipeline import optimize
 from .lowerings import LOWERINGS as PRIMITIVE_LOWERINGS
 from .lowerings import LoweringError, is_static
@@ -149,13 +149,16 @@ def lower_scan(op: Scan, *args):
     init = [jax.lax.convert_element_type(a, t.dtype) for a, t in zip(args[:n_carry], carry_types)]
     xs = [jnp.asarray(a) for a in args[n_carry : n_carry + n_xs]]
     consts = list(args[n_carry + n_xs :])
-    length = _scan_length(op, xs)
+    length = run_length(op, xs)
     plan = inner_plan(op)
 
     first_step = length - 1 if op.reverse else 0  # shapes are static: if one changes, it is at the first step
 
     def step(carry, x_t):
-        outs = evaluate(plan, [*carry, *(x_t or ()), *consts])
+        try:
+            outs = evaluate(plan, [*carry, *(x_t or ()), *consts])
+        except ExecutionError as exc:  # traced once for every step: no step to name, unlike NumPy's loop
+            raise ExecutionError(f"scan: in the step function, {exc.message}", exc.location) from exc
         new = []
         for i, (c, old) in enumerate(zip(outs[:n_carry], carry)):
             if np.shape(c) != old.shape:
@@ -170,19 +173,6 @@ def lower_scan(op: Scan, *args):
 
     final, (ys, history) = jax.lax.scan(step, init, xs or None, length=length, reverse=op.reverse)
     return (*final, *ys, *history)
-
-
-def _scan_length(op: Scan, xs: list) -> int:
-    lengths = {x.shape[0] for x in xs}
-    if len(lengths) > 1:
-        raise ScanError(f"scan: the sequences have different lengths {sorted(lengths)}", op.location)
-    if op.length is not None:
-        if lengths and lengths != {op.length}:
-            raise ScanError(
-                f"scan: length={op.length} disagrees with the sequences' length {lengths.pop()}", op.location
-            )
-        return op.length
-    return lengths.pop()
 
 
 LOWERINGS: dict[type, Callable] = {
