@@ -129,23 +129,24 @@ def logsumexp_case(shape: tuple[int, int], dtype: str, formula: str) -> tuple[Ca
 
 
 def same_formula_logsumexp(x):
-    """sum(logsumexp(x, axis=1)) and its gradient exactly as stablegrad's graph computes them, by hand.
+    """sum(logsumexp(x, axis=1)) and its gradient computed as stablegrad lowers them, by hand.
 
-    The value keeps tiny tails exact (`m + log(k) + log1p(rest / k)`, k the count at
-    the max: two more passes than `jax.nn.logsumexp`), the gradient handles +inf
-    and -inf rows (one more reduction), and the +inf test compares x with a
-    float64 tensor, as the graph does (NumPy promotion), so float32 x is widened.
+    `jax.nn`'s passes (a max and a sum of exp(x - max)), plus the exact tail
+    `m + log1p(rest + ties - 1)` under `lax.cond` where a row has a unique max, a total
+    under 2 and |max| < 4; the gradient e / s, 0 on all -inf rows.
     """
     m = jnp.max(x, axis=1, keepdims=True, initial=-jnp.inf)
-    at_max = x == m
-    lead = jnp.maximum(jnp.sum(at_max.astype(x.dtype), axis=1, keepdims=True), 1)
-    rest = jnp.sum(jnp.where(at_max, 0, jnp.exp(x - m)), axis=1, keepdims=True)
-    out = m + (jnp.log(lead) + jnp.log1p(rest / lead))
-    out_safe = jnp.where(out == -jnp.inf, 0, out)
-    at_inf = x.astype(jnp.float64) == jnp.where(out == jnp.inf, jnp.inf, jnp.nan).astype(jnp.float64)
-    share = jnp.sum(at_inf.astype(x.dtype), axis=1, keepdims=True)
-    share = jnp.where(share == 0, 1, share)
-    return jnp.sum(out), jnp.exp(jnp.where(at_inf, -jnp.log(jnp.abs(share)), x - out_safe))
+    e = jnp.exp(jnp.where(x == m, 0, x - m))
+    s = jnp.sum(e, axis=1, keepdims=True)
+
+    def exact(_):
+        at_max = x == m
+        rest = jnp.sum(jnp.where(at_max, 0, e), axis=1, keepdims=True)
+        ties = jnp.sum(at_max.astype(e.dtype), axis=1, keepdims=True)
+        return jnp.log1p(rest + (ties - 1))
+
+    out = m + jax.lax.cond(jnp.any((s < 2) & (jnp.abs(m) < 4)), exact, lambda _: jnp.log(s), None)
+    return jnp.sum(out), jnp.where(m == -jnp.inf, 0, e / s)
 
 
 # -- softmax cross-entropy of a linear model --------------------------------------------------------------

@@ -577,3 +577,42 @@ def test_logsumexp_hessian_vector_product_at_a_one_hot_softmax_is_exactly_zero_a
     got = sg.function([x, w, v], hvp, backend="jax")(*args)
     np.testing.assert_array_equal(got, sg.function([x, w, v], hvp)(*args))
     assert np.all(got == 0)
+
+
+# -- logsumexp, its gradient and log_softmax lowered whole: both sides of the branch ------------------------
+def _big_rows(fill: float, tail: float | None = None) -> np.ndarray:
+    """A (200, 100) array, big enough for the branch (`BRANCH_MIN_SIZE`): rows of `fill` +
+    noise, optionally one entry 0 and the rest at `tail` below it, plus edge rows."""
+    from stablegrad.backends.jax_backend.trace import BRANCH_MIN_SIZE
+
+    x = fill + normal(200, 100)
+    if tail is not None:
+        x[:100] = tail
+        x[:100, 7] = 0.0
+    x[150] = -np.inf
+    x[151, 3] = np.inf
+    x[152, :50] = -np.inf
+    x[153, 9] = np.nan
+    assert x.size >= BRANCH_MIN_SIZE
+    return x
+
+
+@pytest.mark.parametrize(
+    "x",
+    [_big_rows(50.0), _big_rows(-50.0), _big_rows(0.0, tail=-40.0), _big_rows(0.0, tail=-3.0)],
+    ids=["large", "very negative", "tiny tails", "unique max under 2"],
+)
+def test_logsumexp_and_log_softmax_lowered_whole_match_numpy_on_either_branch(x):
+    v, w = sg.matrix("x"), sg.vector("w")
+    lse, ls = sg.logsumexp(v, axis=1), sg.log_softmax(v, axis=1)
+    (g,) = sg.grad(sg.sum(w * lse), [v])
+    outputs = [lse, ls, g]
+    weights = normal(200)
+    ours = sg.function([v, w], outputs, backend="jax")
+    kept = {type(n.op).__name__ for n in ours.nodes}
+    assert {"LogSumExp", "LogSoftmax", "LogSumExpGrad"} <= kept  # lowered whole, not through their bodies
+    with np.errstate(all="ignore"):
+        expected = sg.function([v, w], outputs)(x, weights)
+    for got, want in zip(ours(x, weights), expected):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-300)

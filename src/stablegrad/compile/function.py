@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -44,6 +45,8 @@ class Function:
             from ..backends.numpy_backend import runs_whole
 
             keep_whole = runs_whole
+        elif backend == "jax":  # logsumexp and its gradient, as one max and one sum
+            keep_whole = _jax_backend().runs_whole
         optimized = optimize(self.outputs, self.inputs, recognition, self.changes, keep_whole)
         self.graph = FunctionGraph(self.inputs, optimized)
         if shard and backend != "jax":
@@ -121,14 +124,18 @@ def _checked(f: Function, program):
     return CheckedProgram(program, advise, f.graph.outputs)
 
 
-def _jax_program(inputs: list[Variable], outputs: list[Variable], shard):
+def _jax_backend():
+    """The JAX backend module, or an error saying how to install JAX."""
     try:
-        from ..backends.jax_backend import Program
+        return importlib.import_module("stablegrad.backends.jax_backend")
     except ImportError as exc:
         raise StableGradError(
             f"function: backend='jax' needs JAX, which is not installed ({exc}); pip install 'stablegrad[jax]'"
         ) from exc
-    return Program(inputs, outputs, shard=shard)
+
+
+def _jax_program(inputs: list[Variable], outputs: list[Variable], shard):
+    return _jax_backend().Program(inputs, outputs, shard=shard)
 
 
 def explain(outputs, file=None) -> str:

@@ -2,4 +2,4 @@
 
 from .lowerings import UFUNCS
 from .program import DATA_AXIS, Program, check_shard
-from .trace import LOWERINGS, Plan, evaluate, lowering_for, lowering_of
+from .trace import LOWERINGS, Plan, evaluate, lowering_for, lowering_of, runs_whole
