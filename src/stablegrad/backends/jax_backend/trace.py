@@ -26,7 +26,6 @@ from ...ops import base, reduction, shape
 from ...ops.composite import OpFromGraph, SymbolicOp, body_of
 from ...ops.scan import Scan, ScanError, run_length
 from ...ops.stable.logsumexp import LogSumExp, LogSumExpGrad
-from ...ops.stable.softmax import LogSoftmax
 from ...rewrite.pipeline import optimize
 from .lowerings import LOWERINGS as PRIMITIVE_LOWERINGS
 from .lowerings import LoweringError, is_static
@@ -177,71 +176,53 @@ def lower_scan(op: Scan, *args):
     return (*final, *ys, *history)
 
 
-# -- logsumexp, its gradient and log_softmax, whole: jax.nn's passes, the exact tail where it shows ----------
+# -- logsumexp and its gradient, whole: jax.nn's passes, the exact tail where it shows ----------------------
 def runs_whole(op: Op) -> bool:
     """Whether this backend lowers the (composite) op whole rather than through its inlined body."""
     if isinstance(op, LogSumExp):
         return not (op.weighted or op.masked or op.return_sign)
-    return isinstance(op, LogSumExpGrad) or (isinstance(op, LogSoftmax) and not op.masked)
+    return isinstance(op, LogSumExpGrad)
 
 
 #: below this many entries the exact tail's extra sums cost less than a branch (in a loop's step, say)
 BRANCH_MIN_SIZE = 1 << 14
 
 
-def _max_and_sum(x, axes: tuple[int, ...], empty_is_nan: bool = False):
-    """(m, z, e, s): the max (kept), z = x - m (exactly 0 at the max, +inf entries included),
-    e = exp(z) and its sum — `jax.nn.logsumexp`'s passes.  (`empty_is_nan`: an all -inf row
-    has no entry at its max, as in softmax's body.)  Built the same way by every lowering
-    here, so XLA computes them once for a logsumexp and its gradient."""
+def _max_and_sum(x, axes: tuple[int, ...]):
+    """(m, e, s): the max (kept), e = exp(x - m) (exactly 1 at the max, +inf entries
+    included) and its sum — `jax.nn.logsumexp`'s passes.  Built the same way by both
+    lowerings here, so XLA computes them once for a logsumexp and its gradient."""
     m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
-    z = jnp.where(_at_max(x, m, empty_is_nan), 0, x - m)
-    e = jnp.exp(z)
-    return m, z, e, jnp.sum(e, axis=axes, keepdims=True)
-
-
-def _at_max(x, m, empty_is_nan: bool):
-    return x == (jnp.where(m == -jnp.inf, jnp.nan, m) if empty_is_nan else m)
-
-
-def _log_total(x, m, e, s, axes: tuple[int, ...], empty_is_nan: bool = False, tail_shows=None):
-    """log(s), or where rounding s = 1 + rest could lose a tail that `tail_shows`, the bodies'
-    exact `log1p(rest + ties - 1)`: one more pair of sums, under `lax.cond` so that it costs
-    nothing when no row needs it (arrays under `BRANCH_MIN_SIZE` take it always)."""
-
-    def exact(_):
-        at_max = _at_max(x, m, empty_is_nan)  # recomputed: a mask passed into the branch is written out
-        rest = jnp.sum(jnp.where(at_max, 0, e), axis=axes, keepdims=True)
-        ties = jnp.sum(at_max.astype(e.dtype), axis=axes, keepdims=True)
-        return jnp.log1p(rest + (ties - 1))
-
-    if np.size(x) < BRANCH_MIN_SIZE:
-        return exact(None)
-    return jax.lax.cond(jnp.any(tail_shows), exact, lambda _: jnp.log(s), None)
+    e = jnp.exp(jnp.where(x == m, 0, x - m))
+    return m, e, jnp.sum(e, axis=axes, keepdims=True)
 
 
 def lower_logsumexp(op: LogSumExp, x):
-    """`m + log(s)` as `jax.nn.logsumexp`, exact as the body's `m + log1p(rest + ties - 1)`
-    where a row has a unique max, a total under 2 and |m| < 4 (`[0, -40]`).  With |m| >= 4
-    a lost tail is below half an ulp of the result, so the two agree to an ulp."""
+    """`m + log(s)` as `jax.nn.logsumexp` — or, where a row has a unique max, a total under 2
+    and |m| < 4, the body's exact `m + log1p(rest + ties - 1)`: rounding s = 1 + rest can
+    lose a tail that shows in the result there (`[0, -40]`), and nowhere else (with |m| >= 4
+    it is below half an ulp of the result, so the two agree to an ulp).  The exact sums run
+    under `lax.cond`, only when some row needs them; below `BRANCH_MIN_SIZE` entries, always."""
     axes = op.axes
-    m, _, e, s = _max_and_sum(x, axes)
-    out = m + _log_total(x, m, e, s, axes, tail_shows=(s < 2) & (jnp.abs(m) < 4))
+    m, e, s = _max_and_sum(x, axes)
+
+    def exact(_):
+        at_max = x == m  # recomputed here: a mask passed into the branch would be written out in full
+        rest = jnp.sum(jnp.where(at_max, 0, e), axis=axes, keepdims=True)
+        ties = jnp.sum(at_max.astype(e.dtype), axis=axes, keepdims=True)
+        return m + jnp.log1p(rest + (ties - 1))
+
+    if np.size(x) < BRANCH_MIN_SIZE:
+        out = exact(None)
+    else:
+        out = jax.lax.cond(jnp.any((s < 2) & (jnp.abs(m) < 4)), exact, lambda _: m + jnp.log(s), None)
     return out if op.keepdims or not axes else jnp.squeeze(out, axes)
 
 
 def lower_logsumexp_grad(op: LogSumExpGrad, x):
     """e / s, 0 on rows with nothing above -inf (the body's `where(at_max, 1, terms) / (ties + rest)`)."""
-    m, _, e, s = _max_and_sum(x, op.axes)
+    m, e, s = _max_and_sum(x, op.axes)
     return jnp.where(m == -jnp.inf, 0, e / s)
-
-
-def lower_log_softmax(op: LogSoftmax, x):
-    """`z - log(s)` as `jax.nn.log_softmax`, exact as the body's `z - log1p(rest + ties - 1)`
-    where a row has a unique max and a total under 2: the max entry's own value is then
-    -log1p(tail), however small.  An all -inf row gives NaN, as the body."""
-    m, z, e, s = _max_and_sum(x, op.axes, empty_is_nan=True)
-    return z - _log_total(x, m, e, s, op.axes, empty_is_nan=True, tail_shows=s < 2)
 
 
 def _plain_or_body(lower: Callable) -> Callable:
@@ -257,7 +238,6 @@ LOWERINGS: dict[type, Callable] = {
     **PRIMITIVE_LOWERINGS,
     LogSumExp: _plain_or_body(lower_logsumexp),
     LogSumExpGrad: lower_logsumexp_grad,
-    LogSoftmax: _plain_or_body(lower_log_softmax),
     Scan: lower_scan,
     SymbolicOp: lower_composite,
     OpFromGraph: lower_composite,
