@@ -166,9 +166,11 @@ class Scan(Op):
         inner = self.inner
         # Outputs are written in place into arrays allocated once (ys: at the first step,
         # when their shape is known), so a step costs the body's ops and little else.
-        history = [np.empty((steps, *np.shape(c)), dtype=p.dtype) for c, p in zip(carry, inner.carries)]
-        if not store_history:
-            history = []
+        history = (
+            [np.empty((steps, *np.shape(c)), dtype=p.dtype) for c, p in zip(carry, inner.carries)]
+            if store_history
+            else []
+        )
         order = range(steps - 1, -1, -1) if self.reverse else range(steps)
         ys: list = [None] * n_ys
         types = program.output_types
