@@ -62,12 +62,13 @@ def static_reduce_to(node):
     """
     g, dims = node.inputs[0], node.inputs[1:]
     target, shape = _static(dims), g.type.shape
-    if target is None or None in shape or len(shape) < len(target):
+    # (a float cotangent: Sum of a small integer type would widen it, as np.sum does)
+    if target is None or None in shape or len(shape) < len(target) or g.dtype.kind != "f":
         return None
     extra = len(shape) - len(target)
     kept = tuple(extra + i for i, n in enumerate(target) if n == 1 and shape[extra + i] != 1)
     if not kept:
-        return Sum(tuple(range(extra)))(g)
+        return Sum(tuple(range(extra)))(g) if extra else g
     summed = Sum(tuple(range(extra)) + kept, keepdims=True)(g)
     return Squeeze(tuple(range(extra)))(summed) if extra else summed
 
