@@ -64,7 +64,8 @@ def hoist(
     in_loop = {c.id for c in carries}
     bytes_per_step = 0
     any_hoisted = False
-    for node in toposort(outputs, stop=carries + slices + consts):
+    nodes = toposort(outputs, stop=carries + slices + consts)
+    for node in nodes:
         if any(v.id in in_loop for v in node.inputs):
             in_loop.update(o.id for o in node.outputs)
             continue
@@ -86,7 +87,7 @@ def hoist(
     # the hoisted values the loop still reads: inputs of in-loop nodes and the body's own outputs
     boundary: dict[int, Variable] = {}
     placeholders = {v.id for v in carries + slices + consts}
-    for node in toposort(outputs, stop=carries + slices + consts):
+    for node in nodes:
         if node.outputs[0].id in in_loop:
             for v in node.inputs:
                 if v.id in hoisted and v.id not in placeholders and not isinstance(v, Constant):

@@ -5,10 +5,10 @@ reader it was are cleared, so a long elementwise chain holds only a couple of
 intermediates at a time.  The per-node work is one call of the op's NumPy
 implementation plus list indexing — a few hundred nanoseconds of overhead.
 
-`IMPLEMENTATIONS` maps an op class to a factory of a faster implementation (or
-None where it does not apply); an op without one runs its own `perform` (its
-reference semantics).  A composite with an implementation is kept whole instead
-of being inlined (`runs_whole`).
+An op runs as a bare ufunc where its `perform` is one (`UFUNCS`), as a fused
+whole where `numpy_fused.FUSED` has a version for it (such a composite is kept
+whole instead of being inlined: `runs_whole`), and otherwise as its own `perform`
+(its reference semantics).
 """
 
 from __future__ import annotations
@@ -23,11 +23,9 @@ from ..ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Negative,
 from ..ops.math import Exp, Log, Log1p
 from .numpy_fused import FUSED
 
-IMPLEMENTATIONS: dict[type, Callable[[Op], Callable | None]] = dict(FUSED)
-
 #: ops whose `perform` is exactly one NumPy ufunc call: the backend calls the ufunc itself,
 #: which saves a Python frame a node (a fifth of an add on a small array, in a loop's step)
-UFUNCS = {
+UFUNCS: dict[type, np.ufunc] = {
     Add: np.add,
     Subtract: np.subtract,
     Multiply: np.multiply,
@@ -41,16 +39,12 @@ UFUNCS = {
 }
 
 
-def _calls(ufunc: np.ufunc) -> Callable[[Op], Callable]:
-    return lambda op: ufunc
-
-
-IMPLEMENTATIONS.update({cls: _calls(ufunc) for cls, ufunc in UFUNCS.items()})
-
-
 def implementation(op: Op, unread: frozenset[int] = frozenset()) -> Callable:
     """How the backend runs `op`, given which of its outputs nobody reads."""
-    factory = IMPLEMENTATIONS.get(type(op))
+    ufunc = UFUNCS.get(type(op))
+    if ufunc is not None:
+        return ufunc
+    factory = FUSED.get(type(op))
     fast = factory(op) if factory is not None else None
     if fast is None and unread:
         fast = op.perform_unread(unread)
