@@ -581,9 +581,9 @@ def test_logsumexp_hessian_vector_product_at_a_one_hot_softmax_is_exactly_zero_a
 
 # -- logsumexp and its gradient lowered whole: both sides of the branch ----------------------------------
 def _big_rows(fill: float, tail: float | None = None) -> np.ndarray:
-    """A (200, 100) array, big enough for the branch (`BRANCH_MIN_SIZE`): rows of `fill` +
+    """A (200, 100) array, big enough for the branch (`EXACT_BELOW`): rows of `fill` +
     noise, optionally one entry 0 and the rest at `tail` below it, plus edge rows."""
-    from stablegrad.backends.jax_backend.trace import BRANCH_MIN_SIZE
+    from stablegrad.backends.jax_backend.trace import EXACT_BELOW
 
     x = fill + normal(200, 100)
     if tail is not None:
@@ -593,7 +593,7 @@ def _big_rows(fill: float, tail: float | None = None) -> np.ndarray:
     x[151, 3] = np.inf
     x[152, :50] = -np.inf
     x[153, 9] = np.nan
-    assert x.size >= BRANCH_MIN_SIZE
+    assert x.size >= EXACT_BELOW
     return x
 
 
@@ -616,3 +616,35 @@ def test_logsumexp_and_its_gradient_lowered_whole_match_numpy_on_either_branch(x
     for got, want in zip(ours(x, weights), expected):
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-300)
+
+
+def test_the_exact_program_is_compiled_only_when_a_call_needs_it():
+    """Rows far from 0 keep `jax.nn`'s cheap form; a row with a tiny tail at 0 (`[0, -40, ...]`)
+    makes that call, and only that one, rerun exactly."""
+    v = sg.matrix("x")
+    f = sg.function([v], sg.logsumexp(v, axis=1), backend="jax")
+    plain, tails = _big_rows(50.0), _big_rows(0.0, tail=-40.0)
+    np.testing.assert_allclose(f(plain), sg.function([v], sg.logsumexp(v, axis=1))(plain), rtol=1e-14)
+    assert f._program._exact is None
+    got = f(tails)
+    assert f._program._exact is not None
+    assert got[0] == pytest.approx(99 * np.exp(-40.0), rel=1e-14)  # m + log(s) would give exactly 0
+    np.testing.assert_allclose(f(plain), sg.function([v], sg.logsumexp(v, axis=1))(plain), rtol=1e-14)
+
+
+@pytest.mark.parametrize("tail", [-40.0, -3.0], ids=["tiny tails", "unique max under 2"])
+def test_logsumexp_in_a_loop_step_keeps_tiny_tails(tail):
+    """A doubt could not leave `lax.scan`'s step, so steps stay exact: the tail that
+    `m + log(s)` rounds away still shows (as on NumPy)."""
+    xs = np.stack([_big_rows(50.0), _big_rows(0.0, tail=tail), _big_rows(-50.0)])
+
+    def step(total, x):
+        return total + sg.logsumexp(x, axis=1), None
+
+    v = sg.tensor("xs", shape=(None, None, None))
+    final, _ = sg.scan(step, sg.zeros(200), v)
+    with np.errstate(all="ignore"):
+        expected = sg.function([v], final)(xs)
+    got = sg.function([v], final, backend="jax")(xs)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-300)

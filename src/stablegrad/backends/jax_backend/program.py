@@ -9,11 +9,15 @@ user's own float32-only jit functions are unaffected.)
 Sharding (`shard={x: 0}`) is data parallelism: the named inputs are split along
 the given axis over a one-axis mesh of every device JAX sees, the other inputs
 are replicated, and XLA inserts the cross-device reductions.
+
+A graph can compile twice: its cheap form always, its exact form only when a call
+finds the cheap result in doubt (`trace.settle`).  `logsumexp`, say, takes
+`jax.nn`'s passes and reruns exactly only on data whose tails would show.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -25,7 +29,7 @@ from ...graph.basic import Variable, toposort
 from ...ops.composite import OpFromGraph, SymbolicOp, body_of
 from ...ops.scan import Scan
 from .lowerings import RUNTIME_CHECKS
-from .trace import Plan, evaluate, inner_plan
+from .trace import EXACT, Plan, Speculation, evaluate, inner_plan, settling
 
 #: the mesh axis that sharded inputs are split along
 DATA_AXIS = "data"
@@ -45,24 +49,42 @@ class Program:
             self.mesh = Mesh(np.array(jax.devices()), (DATA_AXIS,))
             self._shardings = [NamedSharding(self.mesh, _spec(self.shard.get(v.id), v.ndim)) for v in self.inputs]
         self.checked = _contains(self.plan, RUNTIME_CHECKS)
-        traced = checkify.checkify(self._trace, errors=checkify.user_checks) if self.checked else self._trace
-        self._jitted = jax.jit(traced, in_shardings=self._shardings)
+        self._cheap = self._jit(exact=False)
+        self._exact: Callable | None = None  # compiled on the first call whose cheap result is in doubt
 
-    def _trace(self, *args):
-        return evaluate(self.plan, args)
+    def _jit(self, exact: bool) -> Callable:
+        """The plan as a jitted function returning (outputs, doubt); see `trace.settle`."""
+
+        def traced(*args):
+            how = EXACT if exact else Speculation()
+            with settling(how):
+                outputs = evaluate(self.plan, args)
+            return outputs, None if exact else how.any()
+
+        checked = checkify.checkify(traced, errors=checkify.user_checks) if self.checked else traced
+        return jax.jit(checked, in_shardings=self._shardings)
 
     def run(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
         with _x64():
             if self._shardings is not None:
                 values = [self._place(i, v, s) for i, (v, s) in enumerate(zip(values, self._shardings))]
-            results = self._jitted(*values)
-            if self.checked:
-                error, results = results
-                try:
-                    error.throw()
-                except checkify.JaxRuntimeError as exc:
-                    raise ExecutionError(str(exc).removesuffix(" (`check` failed)")) from None
+            results, doubt = self._call(self._cheap, values)
+            if doubt is not None and bool(doubt.addressable_data(0)):  # replicated: every host sees it whole
+                if self._exact is None:
+                    self._exact = self._jit(exact=True)
+                results, _ = self._call(self._exact, values)
             return [_to_numpy(r) for r in results]
+
+    def _call(self, jitted: Callable, values) -> tuple:
+        result = jitted(*values)
+        if not self.checked:
+            return result
+        error, result = result
+        try:
+            error.throw()
+        except checkify.JaxRuntimeError as exc:
+            raise ExecutionError(str(exc).removesuffix(" (`check` failed)")) from None
+        return result
 
     def _place(self, i: int, value: np.ndarray, sharding: NamedSharding):
         var = self.inputs[i]

@@ -13,7 +13,9 @@ cast to the dtype the graph declares, so JAX's promotion rules never leak out.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import jax
 import jax.numpy as jnp
@@ -172,8 +174,53 @@ def lower_scan(op: Scan, *args):
         ys = [jnp.asarray(y) for y in outs[n_carry:]]
         return new, (ys, list(carry))
 
-    final, (ys, history) = jax.lax.scan(step, init, xs or None, length=length, reverse=op.reverse)
+    with settling(EXACT):  # a doubt raised inside the step could not leave it
+        final, (ys, history) = jax.lax.scan(step, init, xs or None, length=length, reverse=op.reverse)
     return (*final, *ys, *history)
+
+
+# -- values with a cheap form that is almost always exact -------------------------------------------------
+class Speculation:
+    """The doubts raised while tracing a program's cheap form: traced booleans, one per
+    value that may need its exact form.  `Program` runs the cheap program and, only when
+    one of them comes out true, reruns the call with the exact one (compiled then)."""
+
+    def __init__(self):
+        self.doubts: list = []
+
+    def any(self):
+        """One traced boolean: whether any doubt came true (None if none was raised)."""
+        return jnp.any(jnp.stack(self.doubts)) if self.doubts else None
+
+
+#: what `settle` does while tracing: record a doubt (a Speculation) or take the exact form (EXACT)
+EXACT = "exact"
+_SETTLING: ContextVar[Speculation | str] = ContextVar("settling", default=EXACT)
+
+
+@contextmanager
+def settling(how: Speculation | str) -> Iterator[None]:
+    """Trace with `settle` answering this way (a Speculation or EXACT)."""
+    token = _SETTLING.set(how)
+    try:
+        yield
+    finally:
+        _SETTLING.reset(token)
+
+
+def settle(cheap, doubt, exact: Callable):
+    """`cheap`, or `exact()` where the traced boolean `doubt` says the cheap form may be off.
+
+    Under a Speculation (a program's cheap form) the doubt is recorded and the cheap
+    form kept: the program reruns exactly on the rare call where a doubt comes true,
+    so the common call pays neither for the exact form nor for a branch (`lax.cond`
+    costs ~0.1 s of XLA compilation and keeps XLA from fusing across it).
+    """
+    how = _SETTLING.get()
+    if isinstance(how, Speculation):
+        how.doubts.append(doubt)
+        return cheap
+    return exact()
 
 
 # -- logsumexp and its gradient, whole: jax.nn's passes, the exact tail where it shows ----------------------
@@ -184,8 +231,8 @@ def runs_whole(op: Op) -> bool:
     return isinstance(op, LogSumExpGrad)
 
 
-#: below this many entries the exact tail's extra sums cost less than a branch (in a loop's step, say)
-BRANCH_MIN_SIZE = 1 << 14
+#: below this many entries the exact tail's extra sums cost less than a second program or a branch
+EXACT_BELOW = 1 << 14
 
 
 def _max_and_sum(x, axes: tuple[int, ...]):
@@ -201,21 +248,21 @@ def lower_logsumexp(op: LogSumExp, x):
     """`m + log(s)` as `jax.nn.logsumexp` — or, where a row has a unique max, a total under 2
     and |m| < 4, the body's exact `m + log1p(rest + ties - 1)`: rounding s = 1 + rest can
     lose a tail that shows in the result there (`[0, -40]`), and nowhere else (with |m| >= 4
-    it is below half an ulp of the result, so the two agree to an ulp).  The exact sums run
-    under `lax.cond`, only when some row needs them; below `BRANCH_MIN_SIZE` entries, always."""
+    it is below half an ulp of the result, so the two agree to an ulp).  `settle` picks;
+    below `EXACT_BELOW` entries the exact sums always run."""
     axes = op.axes
     m, e, s = _max_and_sum(x, axes)
 
-    def exact(_):
-        at_max = x == m  # recomputed here: a mask passed into the branch would be written out in full
+    def exact():
+        at_max = x == m  # recomputed here: a mask shared with the cheap form would be written out in full
         rest = jnp.sum(jnp.where(at_max, 0, e), axis=axes, keepdims=True)
         ties = jnp.sum(at_max.astype(e.dtype), axis=axes, keepdims=True)
         return m + jnp.log1p(rest + (ties - 1))
 
-    if np.size(x) < BRANCH_MIN_SIZE:
-        out = exact(None)
+    if np.size(x) < EXACT_BELOW:
+        out = exact()
     else:
-        out = jax.lax.cond(jnp.any((s < 2) & (jnp.abs(m) < 4)), exact, lambda _: m + jnp.log(s), None)
+        out = settle(m + jnp.log(s), jnp.any((s < 2) & (jnp.abs(m) < 4)), exact)
     return out if op.keepdims or not axes else jnp.squeeze(out, axes)
 
 
