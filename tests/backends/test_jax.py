@@ -583,7 +583,7 @@ def test_logsumexp_hessian_vector_product_at_a_one_hot_softmax_is_exactly_zero_a
 def _big_rows(fill: float, tail: float | None = None) -> np.ndarray:
     """A (200, 100) array, big enough for the branch (`EXACT_BELOW`): rows of `fill` +
     noise, optionally one entry 0 and the rest at `tail` below it, plus edge rows."""
-    from stablegrad.backends.jax_backend.trace import EXACT_BELOW
+    from stablegrad.backends.jax_backend.whole import EXACT_BELOW
 
     x = fill + normal(200, 100)
     if tail is not None:
@@ -648,3 +648,38 @@ def test_logsumexp_in_a_loop_step_keeps_tiny_tails(tail):
     got = sg.function([v], final, backend="jax")(xs)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
     np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-300)
+
+
+def _softmax_family(v, labels):
+    return {
+        "softmax": sg.softmax(v, axis=1),
+        "log_softmax": sg.log_softmax(v, axis=1),
+        "xent (indices)": sg.softmax_cross_entropy(v, labels),
+        "xent (probabilities)": sg.softmax_cross_entropy(v, sg.softmax(-v, axis=1)),
+    }
+
+
+@pytest.mark.parametrize(
+    "x",
+    [_big_rows(50.0), _big_rows(0.0, tail=-40.0), _big_rows(0.0, tail=-3.0)],
+    ids=["large", "tiny tails", "unique max under 2"],
+)
+@pytest.mark.parametrize("name", list(_softmax_family(sg.matrix(), sg.vector(dtype="int64"))))
+def test_the_softmax_family_lowered_whole_matches_numpy_with_its_gradient(name, x):
+    """One max and one sum of exp, plus the rest of the row where s < 2: the confident
+    row [0, -40, ...] keeps log_softmax's max entry -99·e⁻⁴⁰, not 0; edge rows as on NumPy."""
+    v, labels, w = sg.matrix("x"), sg.vector("labels", dtype="int64"), sg.matrix("w")
+    out = _softmax_family(v, labels)[name]
+    (g,) = sg.grad(sg.sum(out * (w if out.ndim == 2 else w[:, 0])), [v])
+    ours = sg.function([v, labels, w], [out, g], backend="jax")
+    kind = type(out.owner.op).__name__ if out.owner else ""
+    assert kind in {type(n.op).__name__ for n in ours.nodes}  # lowered whole, not through its body
+    args = (x, np.arange(200) % 100, normal(200, 100))
+    with np.errstate(all="ignore"):
+        expected = sg.function([v, labels, w], [out, g])(*args)
+    (value, grad), (want_value, want_grad) = ours(*args), expected
+    np.testing.assert_array_equal(np.isnan(value), np.isnan(want_value))
+    np.testing.assert_allclose(value, want_value, rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(np.isnan(grad), np.isnan(want_grad))
+    scale = np.max(np.abs(want_grad[np.isfinite(want_grad)]))  # p·(g - Σ g·p) cancels: error ~ eps·scale
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-14, atol=1e-14 * scale)

@@ -2,4 +2,5 @@
 
 from .lowerings import UFUNCS
 from .program import DATA_AXIS, Program, check_shard
-from .trace import LOWERINGS, Plan, evaluate, lowering_for, lowering_of, runs_whole
+from .trace import LOWERINGS, Plan, evaluate, lowering_for, lowering_of
+from .whole import runs_whole

@@ -11,7 +11,7 @@ the given axis over a one-axis mesh of every device JAX sees, the other inputs
 are replicated, and XLA inserts the cross-device reductions.
 
 A graph can compile twice: its cheap form always, its exact form only when a call
-finds the cheap result in doubt (`trace.settle`).  `logsumexp`, say, takes
+finds the cheap result in doubt (`speculation.settle`).  `logsumexp`, say, takes
 `jax.nn`'s passes and reruns exactly only on data whose tails would show.
 """
 
@@ -29,7 +29,8 @@ from ...graph.basic import Variable, toposort
 from ...ops.composite import OpFromGraph, SymbolicOp, body_of
 from ...ops.scan import Scan
 from .lowerings import RUNTIME_CHECKS
-from .trace import EXACT, Plan, Speculation, evaluate, inner_plan, settling
+from .speculation import EXACT, Speculation, settling
+from .trace import Plan, evaluate, inner_plan
 
 #: the mesh axis that sharded inputs are split along
 DATA_AXIS = "data"

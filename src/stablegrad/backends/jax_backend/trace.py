@@ -13,9 +13,7 @@ cast to the dtype the graph declares, so JAX's promotion rules never leak out.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -27,10 +25,11 @@ from ...graph.types import TensorType
 from ...ops import base, reduction, shape
 from ...ops.composite import OpFromGraph, SymbolicOp, body_of
 from ...ops.scan import Scan, ScanError, run_length
-from ...ops.stable.logsumexp import LogSumExp, LogSumExpGrad
 from ...rewrite.pipeline import optimize
 from .lowerings import LOWERINGS as PRIMITIVE_LOWERINGS
 from .lowerings import LoweringError, is_static
+from .speculation import EXACT, settling
+from .whole import WHOLE, runs_whole
 
 #: entries beyond which a value known at trace time is left to XLA rather than computed with NumPy
 FOLD_LIMIT = 4096
@@ -179,99 +178,6 @@ def lower_scan(op: Scan, *args):
     return (*final, *ys, *history)
 
 
-# -- values with a cheap form that is almost always exact -------------------------------------------------
-class Speculation:
-    """The doubts raised while tracing a program's cheap form: traced booleans, one per
-    value that may need its exact form.  `Program` runs the cheap program and, only when
-    one of them comes out true, reruns the call with the exact one (compiled then)."""
-
-    def __init__(self):
-        self.doubts: list = []
-
-    def any(self):
-        """One traced boolean: whether any doubt came true (None if none was raised)."""
-        return jnp.any(jnp.stack(self.doubts)) if self.doubts else None
-
-
-#: what `settle` does while tracing: record a doubt (a Speculation) or take the exact form (EXACT)
-EXACT = "exact"
-_SETTLING: ContextVar[Speculation | str] = ContextVar("settling", default=EXACT)
-
-
-@contextmanager
-def settling(how: Speculation | str) -> Iterator[None]:
-    """Trace with `settle` answering this way (a Speculation or EXACT)."""
-    token = _SETTLING.set(how)
-    try:
-        yield
-    finally:
-        _SETTLING.reset(token)
-
-
-def settle(cheap, doubt, exact: Callable):
-    """`cheap`, or `exact()` where the traced boolean `doubt` says the cheap form may be off.
-
-    Under a Speculation (a program's cheap form) the doubt is recorded and the cheap
-    form kept: the program reruns exactly on the rare call where a doubt comes true,
-    so the common call pays neither for the exact form nor for a branch (`lax.cond`
-    costs ~0.1 s of XLA compilation and keeps XLA from fusing across it).
-    """
-    how = _SETTLING.get()
-    if isinstance(how, Speculation):
-        how.doubts.append(doubt)
-        return cheap
-    return exact()
-
-
-# -- logsumexp and its gradient, whole: jax.nn's passes, the exact tail where it shows ----------------------
-def runs_whole(op: Op) -> bool:
-    """Whether this backend lowers the (composite) op whole rather than through its inlined body."""
-    if isinstance(op, LogSumExp):
-        return not (op.weighted or op.masked or op.return_sign)
-    return isinstance(op, LogSumExpGrad)
-
-
-#: below this many entries the exact tail's extra sums cost less than a second program or a branch
-EXACT_BELOW = 1 << 14
-
-
-def _max_and_sum(x, axes: tuple[int, ...]):
-    """(m, e, s): the max (kept), e = exp(x - m) (exactly 1 at the max, +inf entries
-    included) and its sum — `jax.nn.logsumexp`'s passes.  Built the same way by both
-    lowerings here, so XLA computes them once for a logsumexp and its gradient."""
-    m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
-    e = jnp.exp(jnp.where(x == m, 0, x - m))
-    return m, e, jnp.sum(e, axis=axes, keepdims=True)
-
-
-def lower_logsumexp(op: LogSumExp, x):
-    """`m + log(s)` as `jax.nn.logsumexp` — or, where a row has a unique max, a total under 2
-    and |m| < 4, the body's exact `m + log1p(rest + ties - 1)`: rounding s = 1 + rest can
-    lose a tail that shows in the result there (`[0, -40]`), and nowhere else (with |m| >= 4
-    it is below half an ulp of the result, so the two agree to an ulp).  `settle` picks;
-    below `EXACT_BELOW` entries the exact sums always run."""
-    axes = op.axes
-    m, e, s = _max_and_sum(x, axes)
-
-    def exact():
-        at_max = x == m  # recomputed here: a mask shared with the cheap form would be written out in full
-        rest = jnp.sum(jnp.where(at_max, 0, e), axis=axes, keepdims=True)
-        ties = jnp.sum(at_max.astype(e.dtype), axis=axes, keepdims=True)
-        return m + jnp.log1p(rest + (ties - 1))
-
-    if np.size(x) < EXACT_BELOW:
-        out = exact()
-    else:
-        out = settle(m + jnp.log(s), jnp.any((s < 2) & (jnp.abs(m) < 4)), exact)
-    return out if op.keepdims or not axes else jnp.squeeze(out, axes)
-
-
-def lower_logsumexp_grad(op: LogSumExpGrad, x):
-    """e / s, 0 on rows with nothing above -inf (the body's `where(at_max, 1, terms) / (ties + rest)`)."""
-    m, e, s = _max_and_sum(x, op.axes)
-    return jnp.where(m == -jnp.inf, 0, e / s)
-
-
 def _plain_or_body(lower: Callable) -> Callable:
     """`lower` for the variants `runs_whole` keeps; any other is lowered through its body."""
 
@@ -283,8 +189,7 @@ def _plain_or_body(lower: Callable) -> Callable:
 
 LOWERINGS: dict[type, Callable] = {
     **PRIMITIVE_LOWERINGS,
-    LogSumExp: _plain_or_body(lower_logsumexp),
-    LogSumExpGrad: lower_logsumexp_grad,
+    **{cls: _plain_or_body(lower) for cls, lower in WHOLE.items()},
     Scan: lower_scan,
     SymbolicOp: lower_composite,
     OpFromGraph: lower_composite,

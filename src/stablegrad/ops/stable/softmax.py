@@ -187,16 +187,16 @@ class SoftmaxCrossEntropy(SymbolicOp):
 
     def pullback(self, inputs, outputs, grads):
         (logits, labels), (g,) = inputs, grads
-        ls = LogSoftmax((self.axis,))(logits)
+        p = Softmax((self.axis,))(logits)
         g = ExpandDims((self.axis,))(g)
         if self.sparse:
             n = shape_tuple(logits)[self.axis]
             positions = [1] * logits.ndim
             positions[self.axis] = -1
-            onehot = astype(equal(ExpandDims((self.axis,))(labels), reshape(arange(n), positions)), ls.dtype)
-            return [g * (exp(ls) - onehot), zero_grad(labels)]
+            onehot = astype(equal(ExpandDims((self.axis,))(labels), reshape(arange(n), positions)), p.dtype)
+            return [g * (p - onehot), zero_grad(labels)]
         total = Sum((self.axis,), keepdims=True)(labels)
-        return [g * (exp(ls) * total - labels), -g * ls]
+        return [g * (p * total - labels), -g * LogSoftmax((self.axis,))(logits)]
 
 
 @final

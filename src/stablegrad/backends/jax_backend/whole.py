@@ -1,0 +1,115 @@
+"""The softmax family lowered whole: `jax.nn`'s passes (a max, one sum of exp), tails kept.
+
+The bodies of these ops count the entries at the max ("ties") and sum the others
+("rest") separately, so that a tail far below the max is not rounded away against
+the max's exp(0) = 1: logsumexp([0, -40]) = 4.2e-18, not 0.  On XLA every sum
+writes its operand out in full, so those two sums cost two passes more than
+`jax.nn`.  Lowered whole they cost at most one: a total s < 2 means a unique max
+(each tie adds exactly 1), so `log(s)` needs the rest only there (`_log_total`).
+`logsumexp` goes further and speculates (`speculation.settle`): away from 0 its
+result hides a lost tail, so only a row with s < 2 and |max| < 4 calls for a rerun.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax.numpy as jnp
+import numpy as np
+
+from ...graph.basic import Op
+from ...ops.stable.logsumexp import LogSumExp, LogSumExpGrad
+from ...ops.stable.softmax import LogSoftmax, Softmax, SoftmaxCrossEntropy
+from .lowerings import rounded
+from .speculation import settle
+
+#: below this many entries the exact tail's extra sum costs less than a second program
+EXACT_BELOW = 1 << 14
+
+
+def runs_whole(op: Op) -> bool:
+    """Whether this backend lowers the (composite) op whole rather than through its inlined body."""
+    if isinstance(op, LogSumExp):
+        return not (op.weighted or op.masked or op.return_sign)
+    if isinstance(op, Softmax | LogSoftmax):
+        return not op.masked
+    return isinstance(op, LogSumExpGrad | SoftmaxCrossEntropy)
+
+
+def _max_and_sum(x, axes: tuple[int, ...]):
+    """(m, e, s): the max (kept), e = exp(x - m) (exactly 1 at the max, +inf entries
+    included) and its sum.  Built the same way by the logsumexp lowerings, so XLA
+    computes them once for a logsumexp and its gradient."""
+    m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
+    e = jnp.exp(jnp.where(x == m, 0, x - m))
+    return m, e, jnp.sum(e, axis=axes, keepdims=True)
+
+
+def _shifted(x, axes: tuple[int, ...]):
+    """(at_max, z, e, s) as the softmax bodies build them: z = x - max, exactly 0 at the
+    max entries (+inf ones included) and NaN on rows with nothing above -inf (0/0)."""
+    m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
+    at_max = x == jnp.where(m == -jnp.inf, jnp.nan, m)
+    z = jnp.where(at_max, 0, x - m)
+    e = jnp.exp(z)
+    return at_max, z, e, jnp.sum(e, axis=axes, keepdims=True)
+
+
+def _log_total(s, at_max, e, axes: tuple[int, ...]):
+    """log(s) for s = sum(e), with the tail kept: `log1p(rest)` where s < 2 (a unique max)."""
+    rest = jnp.sum(jnp.where(at_max, 0, e), axis=axes, keepdims=True)
+    return jnp.where(s < 2, jnp.log1p(rest), jnp.log(s))
+
+
+def lower_logsumexp(op: LogSumExp, x):
+    """`m + log(s)` as `jax.nn.logsumexp`, speculating: a row with a total under 2 and
+    |m| < 4 makes the call rerun with the tail kept (`_log_total`); elsewhere a lost
+    tail is below half an ulp of the result.  Below `EXACT_BELOW` entries, always kept."""
+    axes = op.axes
+    m, e, s = _max_and_sum(x, axes)
+
+    def exact():
+        return m + _log_total(s, x == m, e, axes)
+
+    if np.size(x) < EXACT_BELOW:
+        out = exact()
+    else:
+        out = settle(m + jnp.log(s), jnp.any((s < 2) & (jnp.abs(m) < 4)), exact)
+    return out if op.keepdims or not axes else jnp.squeeze(out, axes)
+
+
+def lower_logsumexp_grad(op: LogSumExpGrad, x):
+    """e / s, 0 on rows with nothing above -inf (the body's `where(at_max, 1, terms) / (ties + rest)`)."""
+    m, e, s = _max_and_sum(x, op.axes)
+    return jnp.where(m == -jnp.inf, 0, e / s)
+
+
+def lower_softmax(op: Softmax, x):
+    _, _, e, s = _shifted(x, op.axes)
+    return rounded(e / s)
+
+
+def lower_log_softmax(op: LogSoftmax, x):
+    at_max, z, e, s = _shifted(x, op.axes)
+    return z - _log_total(s, at_max, e, op.axes)
+
+
+def lower_softmax_cross_entropy(op: SoftmaxCrossEntropy, logits, labels):
+    """`log_total - z[label]` for class indices (no log_softmax of the whole row), else the body's sum."""
+    axes = (op.axis,)
+    at_max, z, e, s = _shifted(logits, axes)
+    log_total = _log_total(s, at_max, e, axes)
+    if op.sparse:
+        picked = jnp.take_along_axis(z, jnp.expand_dims(labels, op.axis), axis=op.axis)
+        return jnp.squeeze(log_total - picked, op.axis)
+    return -jnp.sum(jnp.where(labels == 0, 0, labels * (z - log_total)), axis=op.axis)
+
+
+#: op class -> lowering of the variants `runs_whole` keeps
+WHOLE: dict[type, Callable] = {
+    LogSumExp: lower_logsumexp,
+    LogSumExpGrad: lower_logsumexp_grad,
+    Softmax: lower_softmax,
+    LogSoftmax: lower_log_softmax,
+    SoftmaxCrossEntropy: lower_softmax_cross_entropy,
+}
