@@ -140,7 +140,8 @@ def inner_plan(op: Scan) -> Plan:
     plan = _SCAN_PLANS.get(op)
     if plan is None:
         inner = op.inner
-        plan = _SCAN_PLANS[op] = Plan(inner.inputs, optimize(inner.outputs, inner.inputs, recognition=False))
+        outputs = optimize(inner.outputs, inner.inputs, recognition=False, keep_whole=runs_whole)
+        plan = _SCAN_PLANS[op] = Plan(inner.inputs, outputs)
     return plan
 
 
