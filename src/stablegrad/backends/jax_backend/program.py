@@ -54,7 +54,7 @@ class Program:
         self._exact: Callable | None = None  # compiled on the first call whose cheap result is in doubt
 
     def _jit(self, exact: bool) -> Callable:
-        """The plan as a jitted function returning (outputs, doubt); see `trace.settle`."""
+        """The plan as a jitted function returning (outputs, doubt); see `speculation.settle`."""
 
         def traced(*args):
             how = EXACT if exact else Speculation()
