@@ -6,11 +6,12 @@
 
 For each case both sides take NumPy arrays and return NumPy arrays (the contract of
 `sg.function`), and both run with 64-bit types enabled (the only way float64 runs in
-JAX).  Reported: the median steady-state call time and its ratio (target <= 1.15x),
-and the compile latency — `sg.function(...)` plus the first call (graph rewriting,
-tracing, XLA compilation) against the first call of `jax.jit` (tracing and XLA
-compilation), each side in a fresh process so neither inherits the other's XLA
-caches — and its ratio (target <= 1.5x).
+JAX).  Reported: the median steady-state call times, calls alternating, and the median
+of their per-round ratios (target <= 1.15x); and the compile latency —
+`sg.function(...)` plus the first call (graph rewriting, tracing, XLA compilation)
+against the first call of `jax.jit` (tracing and XLA compilation), each side in a
+fresh process so neither inherits the other's XLA caches, medians of three — and its
+ratio (target <= 1.5x).
 """
 
 from __future__ import annotations
@@ -30,13 +31,21 @@ import numpy as np
 import stablegrad as sg
 
 
-def _median_time(fn: Callable, args, repeats: int) -> float:
-    times = []
+def _side_by_side(ours: Callable, theirs: Callable, args, repeats: int) -> tuple[float, float, float]:
+    """Median times of both sides and the median of their per-round ratios.
+
+    The calls alternate (ours, theirs, ours, ...) so that both see the same machine
+    load; a ratio taken within a round cancels the drift between rounds, which on a
+    shared machine is larger than the gap being measured.
+    """
+    t_ours, t_theirs = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, times in ((ours, t_ours), (theirs, t_theirs)):
+            start = time.perf_counter()
+            fn(*args)
+            times.append(time.perf_counter() - start)
+    ratio = statistics.median(a / b for a, b in zip(t_ours, t_theirs))
+    return statistics.median(t_ours), statistics.median(t_theirs), ratio
 
 
 def _numpy_out(jitted):
@@ -55,7 +64,7 @@ def warm_up() -> None:
         jax.jit(lambda v: jnp.sum(jnp.exp(v)))(np.ones(3))
 
 
-def compare(name: str, build_sg: Callable, hand: Callable, args: tuple, repeats: int) -> dict:
+def compare(name: str, build_sg: Callable, hand: Callable, args: tuple, repeats: int, compile_repeats: int) -> dict:
     """Steady-state times of one case (both sides in this process) and its compile latency (fresh processes)."""
     with jax.enable_x64(True):
         ours = build_sg()
@@ -67,16 +76,13 @@ def compare(name: str, build_sg: Callable, hand: Callable, args: tuple, repeats:
             np.testing.assert_allclose(g, e, rtol=2e-4 if g.dtype == np.float32 else 1e-9, atol=1e-6)
         for _ in range(2):
             ours(*args), theirs(*args)
-        t_ours, t_jax = _median_time(ours, args, repeats), _median_time(theirs, args, repeats)
-        t_ours = min(t_ours, _median_time(ours, args, repeats))  # interleaved twice: less drift
-        t_jax = min(t_jax, _median_time(theirs, args, repeats))
-    ours_compile, built = _compile_latency_in_fresh_process(name, "ours")
-    jax_compile, _ = _compile_latency_in_fresh_process(name, "jax")
+        t_ours, t_jax, ratio = _side_by_side(ours, theirs, args, repeats)
+    ours_compile, built, jax_compile = _compile_latencies(name, compile_repeats)
     row = dict(
         case=name,
         ours_ms=t_ours * 1e3,
         jax_ms=t_jax * 1e3,
-        ratio=t_ours / t_jax,
+        ratio=ratio,
         build_s=built,
         ours_compile_s=ours_compile,
         jax_compile_s=jax_compile,
@@ -88,6 +94,17 @@ def compare(name: str, build_sg: Callable, hand: Callable, args: tuple, repeats:
         flush=True,
     )
     return row
+
+
+def _compile_latencies(name: str, repeats: int) -> tuple[float, float, float]:
+    """Medians of (our compile latency, our graph building, jax.jit's), fresh processes taking turns."""
+    ours, built, theirs = [], [], []
+    for _ in range(repeats):
+        total, graph = _compile_latency_in_fresh_process(name, "ours")
+        ours.append(total)
+        built.append(graph)
+        theirs.append(_compile_latency_in_fresh_process(name, "jax")[0])
+    return statistics.median(ours), statistics.median(built), statistics.median(theirs)
 
 
 def _compile_latency_in_fresh_process(name: str, side: str) -> tuple[float, float]:
@@ -229,10 +246,11 @@ def main(argv=None) -> list[dict]:
     if args.compile_latency:
         _measure_compile_latency(*args.compile_latency)
         return []
-    repeats = 5 if args.quick else 20
+    repeats, compile_repeats = (10, 1) if args.quick else (60, 3)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({len(jax.devices())} device(s))")
     warm_up()
-    rows = [compare(name, *factory(), repeats) for name, factory in CASES.items() if args.only in name]
+    cases = [(name, factory) for name, factory in CASES.items() if args.only in name]
+    rows = [compare(name, *factory(), repeats, compile_repeats) for name, factory in cases]
     worst = max(rows, key=lambda r: r["ratio"])
     worst_compile = max(rows, key=lambda r: r["compile_ratio"])
     print(f"worst run ratio {worst['ratio']:.2f}x ({worst['case']}); target <= 1.15x")

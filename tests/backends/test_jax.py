@@ -684,3 +684,25 @@ def test_the_softmax_family_lowered_whole_matches_numpy_with_its_gradient(name, 
     np.testing.assert_array_equal(np.isnan(grad), np.isnan(want_grad))
     scale = np.max(np.abs(want_grad[np.isfinite(want_grad)]))  # p·(g - Σ g·p) cancels: error ~ eps·scale
     np.testing.assert_allclose(grad, want_grad, rtol=1e-14, atol=1e-14 * scale)
+
+
+@pytest.mark.parametrize("budget", [None, 0], ids=["hoisted", "over budget: step by step"])
+def test_a_pullback_loop_runs_its_carry_free_work_batched_before_the_loop(budget, monkeypatch):
+    """The HMM's backward step recomputes softmax(alpha[:, None] + log_a) from the stored
+    alphas, which needs no backward carry: it runs once, vmapped over all steps, and the
+    loop keeps the rest.  Either way the numbers are NumPy's."""
+    from stablegrad.backends.jax_backend import trace
+
+    if budget is not None:
+        monkeypatch.setattr(trace, "HOIST_BUDGET", budget)
+    a, b, p = sg.matrix("log_a"), sg.matrix("log_b"), sg.vector("log_pi")
+    ll = _hmm(a, b, p)
+    outputs = [ll, *sg.grad(ll, [a, b, p])]
+    args = (normal(4, 4), normal(30, 4, scale=3), normal(4))
+    ours = sg.function([a, b, p], outputs, backend="jax")
+    backward = [n.op for n in ours.nodes if isinstance(n.op, Scan) and n.op.reverse]
+    assert backward
+    split = trace.hoisted_step(backward[0])
+    assert split.hoisted and len(split.step.nodes) < len(trace.inner_plan(backward[0]).nodes)
+    for got, want in zip(ours(*args), sg.function([a, b, p], outputs)(*args)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)

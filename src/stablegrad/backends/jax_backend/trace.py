@@ -24,7 +24,7 @@ from ...graph.basic import Apply, Constant, Op, Variable, toposort
 from ...graph.types import TensorType
 from ...ops import base, reduction, shape
 from ...ops.composite import OpFromGraph, SymbolicOp, body_of
-from ...ops.scan import Scan, ScanError, run_length
+from ...ops.scan import HOIST_BUDGET, Scan, ScanError, run_length
 from ...rewrite.pipeline import optimize
 from .lowerings import LOWERINGS as PRIMITIVE_LOWERINGS
 from .lowerings import LoweringError, is_static
@@ -145,8 +145,57 @@ def inner_plan(op: Scan) -> Plan:
     return plan
 
 
+class HoistedStep:
+    """A step split as the NumPy backend's `loop_hoist` splits it: `prologue` computes the
+    values that depend on the sequences but on no carry, run for all steps at once
+    (`jax.vmap`) before the loop; `step` takes them as extra sequences.  In a pullback
+    that is the recomputed forward work (an HMM's softmax weights), which XLA would
+    otherwise redo at every step of a `while` loop, one small kernel after another."""
+
+    def __init__(self, plan: Plan, n_carry: int, n_xs: int):
+        hoisted = _carry_free_values(plan, n_carry, n_xs)
+        self.hoisted = len(hoisted)
+        self.prologue = Plan(plan.inputs[n_carry:], hoisted)
+        self.step = Plan([*plan.inputs, *hoisted], plan.outputs)
+
+
+def _carry_free_values(plan: Plan, n_carry: int, n_xs: int) -> list[Variable]:
+    """Float values computed from the sequences but from no carry, that the rest of the
+    step reads or returns.  (Integer values stay: they are shapes and indices, known
+    while tracing, which a batched prologue would turn into traced arrays.)"""
+    on_carry = {v.id for v in plan.inputs[:n_carry]}
+    on_slice = {v.id for v in plan.inputs[n_carry : n_carry + n_xs]}
+    inputs = {v.id for v in plan.inputs}
+    for node in plan.nodes:
+        read = [v.id for v in node.inputs]
+        if any(i in on_carry for i in read):
+            on_carry.update(o.id for o in node.outputs)
+        elif any(i in on_slice for i in read):
+            on_slice.update(o.id for o in node.outputs)
+    wanted: dict[int, Variable] = {}
+    readers = [v for node in plan.nodes if node.outputs[0].id in on_carry for v in node.inputs]
+    for v in [*readers, *plan.outputs]:
+        if v.id in on_slice and v.id not in inputs and v.dtype.kind == "f":
+            wanted.setdefault(v.id, v)
+    return list(wanted.values())
+
+
+_HOISTED: weakref.WeakKeyDictionary[Scan, HoistedStep] = weakref.WeakKeyDictionary()
+
+
+def hoisted_step(op: Scan) -> HoistedStep:
+    split = _HOISTED.get(op)
+    if split is None:
+        split = _HOISTED[op] = HoistedStep(inner_plan(op), op.n_carry, op.n_xs)
+    return split
+
+
 def lower_scan(op: Scan, *args):
-    """`lax.scan`; the stacked carry history (what the pullback reads) is one more per-step output."""
+    """`lax.scan`; the stacked carry history (what the pullback reads) is one more per-step output.
+
+    The carry-free part of the step runs first, batched (`HoistedStep`), unless it
+    would hold more than `scan.HOIST_BUDGET` bytes.
+    """
     n_carry, n_xs = op.n_carry, op.n_xs
     carry_types = [c.type for c in op.inner.carries]
     init = [jax.lax.convert_element_type(a, t.dtype) for a, t in zip(args[:n_carry], carry_types)]
@@ -157,11 +206,15 @@ def lower_scan(op: Scan, *args):
 
     first_step = length - 1 if op.reverse else 0  # shapes are static: if one changes, it is at the first step
 
-    def step(carry, x_t):
+    def in_step(run: Callable):
         try:
-            outs = evaluate(plan, [*carry, *(x_t or ()), *consts])
+            return run()
         except ExecutionError as exc:  # traced once for every step: no step to name, unlike NumPy's loop
             raise ExecutionError(f"scan: in the step function, {exc.message}", exc.location) from exc
+
+    def step(carry, x_t):
+        x_t = list(x_t or ())  # the slices, then any hoisted values (the split step's last inputs)
+        outs = in_step(lambda: evaluate(plan, [*carry, *x_t[:n_xs], *consts, *x_t[n_xs:]]))
         new = []
         for i, (c, old) in enumerate(zip(outs[:n_carry], carry)):
             if np.shape(c) != old.shape:
@@ -175,6 +228,11 @@ def lower_scan(op: Scan, *args):
         return new, (ys, list(carry))
 
     with settling(EXACT):  # a doubt raised inside the step could not leave it
+        split = hoisted_step(op) if xs and length > 1 else None
+        if split is not None and split.hoisted:
+            batched = in_step(lambda: jax.vmap(lambda *x_t: evaluate(split.prologue, [*x_t, *consts]))(*xs))
+            if sum(b.size * b.dtype.itemsize for b in batched) <= HOIST_BUDGET:
+                plan, xs = split.step, [*xs, *batched]  # else unused: XLA drops it
         final, (ys, history) = jax.lax.scan(step, init, xs or None, length=length, reverse=op.reverse)
     return (*final, *ys, *history)
 
