@@ -706,3 +706,25 @@ def test_a_pullback_loop_runs_its_carry_free_work_batched_before_the_loop(budget
     assert split.hoisted and len(split.step.nodes) < len(trace.inner_plan(backward[0]).nodes)
     for got, want in zip(ours(*args), sg.function([a, b, p], outputs)(*args)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("on_carry", [True, False], ids=["in the step", "in the batched prologue"])
+def test_a_check_inside_a_loop_reports_the_first_bad_label_and_the_users_line(on_carry):
+    """Labels checked per step come out of `lax.scan` (or the vmapped carry-free part) stacked;
+    the call raises once, with the first bad label and the line that built the loss."""
+    xs, ys = sg.tensor("xs", shape=(None, None, None)), sg.matrix("ys", dtype="int64")
+
+    def step(total, x_and_y):
+        x, y = x_and_y
+        logits = x + total[:, None] if on_carry else x
+        return total + sg.softmax_cross_entropy(logits, y), None
+
+    final, _ = sg.scan(step, sg.zeros(2), [xs, ys])
+    f = sg.function([xs, ys], final, backend="jax")
+    x_value = normal(4, 2, 3)
+    good = np.array([[0, 2], [1, 1], [2, 0], [0, 0]])
+    np.testing.assert_allclose(f(x_value, good), sg.function([xs, ys], final)(x_value, good), rtol=1e-13)
+    bad = good.copy()
+    bad[2, 1], bad[3, 0] = 7, -1
+    with pytest.raises(sg.ExecutionError, match=r"labels must lie in \[0, 3\).*got 7.*test_jax.py"):
+        f(x_value, bad)

@@ -26,7 +26,6 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
 import numpy as np
-from jax.experimental import checkify
 
 from ...errors import ExecutionError, ShapeError, StableGradError
 from ...ops import creation, elementwise, indexing, linalg, reduction, shape
@@ -35,6 +34,7 @@ from ...ops.base import _numpy_result_dtype
 from ...ops.stable._common import MaxShift
 from ...ops.stable.logsumexp import LogCumSumExp
 from ...ops.stable.softmax import LabelsInRange
+from .flags import check
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -366,20 +366,14 @@ def lower_log_cum_sum_exp(op, x):
 
 
 def lower_labels_in_range(op, labels, n):
-    """The labels, after a run-time check (`checkify.check`, so the program is checkified; see `RUNTIME_CHECKS`)."""
+    """The labels, after a run-time check (`flags.check`) that they lie in [0, n)."""
     if math.prod(labels.shape) == 0:
         return labels
     bad = jnp.ravel((labels < 0) | (labels >= n))
     first_bad = jnp.ravel(labels)[jnp.argmax(bad)]
     limit = int(n) if is_static(n) else "n"
-    checkify.check(
-        ~jnp.any(bad), f"{op.name}: labels must lie in [0, {limit}) (the number of classes), got {{}}", first_bad
-    )
+    check(jnp.any(bad), first_bad, f"{op.name}: labels must lie in [0, {limit}) (the number of classes), got {{}}")
     return labels
-
-
-#: ops whose lowering checks values at run time; a program that contains one runs under `checkify`
-RUNTIME_CHECKS: tuple[type, ...] = (LabelsInRange,)
 
 
 LOWERINGS: dict[type, Callable] = {

@@ -11,7 +11,7 @@ the given axis over a one-axis mesh of every device JAX sees, the other inputs
 are replicated, and XLA inserts the cross-device reductions.
 
 A graph can compile twice: its cheap form always, its exact form only when a call
-finds the cheap result in doubt (`speculation.settle`).  `logsumexp`, say, takes
+finds the cheap result in doubt (`flags.settle`).  `logsumexp`, say, takes
 `jax.nn`'s passes and reruns exactly only on data whose tails would show.
 """
 
@@ -21,16 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import numpy as np
-from jax.experimental import checkify, multihost_utils
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ...errors import ExecutionError, InputError, ShapeError
-from ...graph.basic import Variable, toposort
-from ...ops.composite import OpFromGraph, SymbolicOp, body_of
-from ...ops.scan import Scan
-from .lowerings import RUNTIME_CHECKS
-from .speculation import EXACT, Speculation, settling
-from .trace import Plan, evaluate, inner_plan
+from ...graph.basic import Variable
+from . import flags
+from .flags import Check
+from .trace import Plan, evaluate
 
 #: the mesh axis that sharded inputs are split along
 DATA_AXIS = "data"
@@ -49,43 +47,39 @@ class Program:
         if self.shard:
             self.mesh = Mesh(np.array(jax.devices()), (DATA_AXIS,))
             self._shardings = [NamedSharding(self.mesh, _spec(self.shard.get(v.id), v.ndim)) for v in self.inputs]
-        self.checked = _contains(self.plan, RUNTIME_CHECKS)
         self._cheap = self._jit(exact=False)
         self._exact: Callable | None = None  # compiled on the first call whose cheap result is in doubt
+        self._checks: dict[bool, list[Check]] = {}  # each version's run-time checks, as traced
 
     def _jit(self, exact: bool) -> Callable:
-        """The plan as a jitted function returning (outputs, doubt); see `speculation.settle`."""
+        """The plan as a jitted function returning (outputs, doubt, [(failed, detail)] of its checks)."""
 
         def traced(*args):
-            how = EXACT if exact else Speculation()
-            with settling(how):
+            with flags.flagging(flags.Flags(speculate=not exact)) as raised:
                 outputs = evaluate(self.plan, args)
-            return outputs, None if exact else how.any()
+            self._checks[exact] = raised.checks
+            return outputs, raised.doubt(), [(c.failed, c.detail) for c in raised.checks]
 
-        checked = checkify.checkify(traced, errors=checkify.user_checks) if self.checked else traced
-        return jax.jit(checked, in_shardings=self._shardings)
+        return jax.jit(traced, in_shardings=self._shardings)
 
     def run(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
         with _x64():
             if self._shardings is not None:
                 values = [self._place(i, v, s) for i, (v, s) in enumerate(zip(values, self._shardings))]
-            results, doubt = self._call(self._cheap, values)
-            if doubt is not None and bool(doubt.addressable_data(0)):  # replicated: every host sees it whole
+            results, doubt, checked = self._cheap(*values)
+            self._raise_failed(self._checks[False], checked)
+            if doubt is not None and _scalar(doubt):
                 if self._exact is None:
                     self._exact = self._jit(exact=True)
-                results, _ = self._call(self._exact, values)
+                results, _, checked = self._exact(*values)
+                self._raise_failed(self._checks[True], checked)
             return [_to_numpy(r) for r in results]
 
-    def _call(self, jitted: Callable, values) -> tuple:
-        result = jitted(*values)
-        if not self.checked:
-            return result
-        error, result = result
-        try:
-            error.throw()
-        except checkify.JaxRuntimeError as exc:
-            raise ExecutionError(str(exc).removesuffix(" (`check` failed)")) from None
-        return result
+    @staticmethod
+    def _raise_failed(checks: list[Check], checked: list) -> None:
+        for c, (failed, detail) in zip(checks, checked):
+            if _scalar(failed):
+                raise ExecutionError(c.message.format(_scalar(detail)), location=c.location)
 
     def _place(self, i: int, value: np.ndarray, sharding: NamedSharding):
         var = self.inputs[i]
@@ -109,23 +103,9 @@ def _x64():
     return enable_x64(True)
 
 
-def _contains(plan: Plan, classes: tuple[type, ...]) -> bool:
-    """Whether a node of these op classes runs, inside loops and kept-whole composites too."""
-    stack = list(plan.nodes)
-    seen: set[int] = set()
-    while stack:
-        node = stack.pop()
-        if isinstance(node.op, classes):
-            return True
-        if id(node.op) in seen:
-            continue
-        seen.add(id(node.op))
-        if isinstance(node.op, Scan):
-            stack.extend(inner_plan(node.op).nodes)
-        elif isinstance(node.op, SymbolicOp | OpFromGraph):
-            placeholders, outputs = body_of(node.op, tuple(v.type for v in node.inputs))
-            stack.extend(toposort(outputs, stop=placeholders))
-    return False
+def _scalar(value):
+    """A replicated scalar result as a Python number (each host holds all of it)."""
+    return np.asarray(value.addressable_data(0)).item()
 
 
 def check_shard(inputs: list[Variable], shard: Mapping) -> dict[int, int]:

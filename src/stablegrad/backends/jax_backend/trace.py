@@ -26,9 +26,9 @@ from ...ops import base, reduction, shape
 from ...ops.composite import OpFromGraph, SymbolicOp, body_of
 from ...ops.scan import HOIST_BUDGET, Scan, ScanError, run_length
 from ...rewrite.pipeline import optimize
+from . import flags
 from .lowerings import LOWERINGS as PRIMITIVE_LOWERINGS
 from .lowerings import LoweringError, is_static
-from .speculation import EXACT, settling
 from .whole import WHOLE, runs_whole
 
 #: entries beyond which a value known at trace time is left to XLA rather than computed with NumPy
@@ -73,6 +73,7 @@ def lowering_for(op: Op) -> Callable:
 def evaluate(plan: Plan, values: Sequence) -> list:
     """The plan's outputs for these input values (traced arrays or NumPy values)."""
     env: dict[int, object] = {v.id: a for v, a in zip(plan.inputs, values)}
+    checks = flags.current().checks if flags.current() is not None else []  # type: ignore[union-attr]
 
     def value_of(v: Variable):
         return v.data if isinstance(v, Constant) else env[v.id]
@@ -84,7 +85,10 @@ def evaluate(plan: Plan, values: Sequence) -> list:
                 with np.errstate(all="ignore"):
                     result = node.op.perform(*args)  # type: ignore[attr-defined]
             else:
+                checked = len(checks)
                 result = lower(node.op, *args)
+                for c in checks[checked:]:  # a failed check names the line that built this node
+                    c.location = c.location or node.location
         except LoweringError as exc:
             raise exc.kind(exc.message, location=node.location) from None
         except ScanError as exc:  # a loop's body went wrong while running: as the NumPy backend reports it
@@ -212,9 +216,13 @@ def lower_scan(op: Scan, *args):
         except ExecutionError as exc:  # traced once for every step: no step to name, unlike NumPy's loop
             raise ExecutionError(f"scan: in the step function, {exc.message}", exc.location) from exc
 
+    step_checks: list[flags.Check] = []  # the checks the step makes, filled in when lax.scan traces it
+
     def step(carry, x_t):
         x_t = list(x_t or ())  # the slices, then any hoisted values (the split step's last inputs)
-        outs = in_step(lambda: evaluate(plan, [*carry, *x_t[:n_xs], *consts, *x_t[n_xs:]]))
+        with flags.flagging(flags.Flags(speculate=False)) as inner:  # a doubt could not leave the step
+            outs = in_step(lambda: evaluate(plan, [*carry, *x_t[:n_xs], *consts, *x_t[n_xs:]]))
+        step_checks[:] = inner.checks
         new = []
         for i, (c, old) in enumerate(zip(outs[:n_carry], carry)):
             if np.shape(c) != old.shape:
@@ -225,15 +233,24 @@ def lower_scan(op: Scan, *args):
                 )
             new.append(jax.lax.convert_element_type(c, old.dtype))
         ys = [jnp.asarray(y) for y in outs[n_carry:]]
-        return new, (ys, list(carry))
+        return new, (ys, list(carry), [(c.failed, c.detail) for c in inner.checks])
 
-    with settling(EXACT):  # a doubt raised inside the step could not leave it
-        split = hoisted_step(op) if xs and length > 1 else None
-        if split is not None and split.hoisted:
-            batched = in_step(lambda: jax.vmap(lambda *x_t: evaluate(split.prologue, [*x_t, *consts]))(*xs))
-            if sum(b.size * b.dtype.itemsize for b in batched) <= HOIST_BUDGET:
-                plan, xs = split.step, [*xs, *batched]  # else unused: XLA drops it
-        final, (ys, history) = jax.lax.scan(step, init, xs or None, length=length, reverse=op.reverse)
+    split = hoisted_step(op) if xs and length > 1 else None
+    if split is not None and split.hoisted:
+        prologue_checks: list[flags.Check] = []
+
+        def prologue(*x_t):
+            with flags.flagging(flags.Flags(speculate=False)) as inner:
+                values = in_step(lambda: evaluate(split.prologue, [*x_t, *consts]))
+            prologue_checks[:] = inner.checks
+            return values, [(c.failed, c.detail) for c in inner.checks]
+
+        batched, checked = jax.vmap(prologue)(*xs)
+        if sum(b.size * b.dtype.itemsize for b in batched) <= HOIST_BUDGET:
+            plan, xs = split.step, [*xs, *batched]  # else unused: XLA drops it
+            flags.restack(prologue_checks, checked)
+    final, (ys, history, checked) = jax.lax.scan(step, init, xs or None, length=length, reverse=op.reverse)
+    flags.restack(step_checks, checked)
     return (*final, *ys, *history)
 
 

@@ -6,7 +6,7 @@ the max's exp(0) = 1: logsumexp([0, -40]) = 4.2e-18, not 0.  On XLA every sum
 writes its operand out in full, so those two sums cost two passes more than
 `jax.nn`.  Lowered whole they cost at most one: a total s < 2 means a unique max
 (each tie adds exactly 1), so `log(s)` needs the rest only there (`_log_total`).
-`logsumexp` goes further and speculates (`speculation.settle`): away from 0 its
+`logsumexp` goes further and speculates (`flags.settle`): away from 0 its
 result hides a lost tail, so only a row with s < 2 and |max| < 4 calls for a rerun.
 """
 
@@ -20,8 +20,8 @@ import numpy as np
 from ...graph.basic import Op
 from ...ops.stable.logsumexp import LogSumExp, LogSumExpGrad
 from ...ops.stable.softmax import LogSoftmax, Softmax, SoftmaxCrossEntropy
+from .flags import settle
 from .lowerings import rounded
-from .speculation import settle
 
 #: below this many entries the exact tail's extra sum costs less than a second program
 EXACT_BELOW = 1 << 14

@@ -1,0 +1,92 @@
+"""What a traced program reports besides its outputs: doubts and failed checks.
+
+Lowerings call two functions while `Program` traces them:
+
+- `settle(cheap, doubt, exact)`, for a value with a cheap form that is almost always
+  exact.  In the program's cheap version the traced boolean `doubt` is recorded and
+  `cheap` kept; a call where a doubt comes true reruns with the exact version,
+  compiled on that first need.  So the common call pays neither for the exact form
+  nor for a branch (`lax.cond` costs ~0.1 s of XLA compilation and keeps XLA from
+  fusing across it).  In the exact version, and in a loop's step, it is `exact()`.
+- `check(failed, detail, message)`, for a run-time check on values (labels in
+  range).  The program returns the flag and the detail; `Program.run` raises
+  `message.format(detail)` with the line of the node that checked.  (`checkify`
+  did this before, at ~0.1 s of tracing and compilation per program.)
+
+Checks made inside a loop's step or a batched prologue come out stacked over the
+steps, and `restack` reports them again, once, for the whole loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import jax.numpy as jnp
+
+
+@dataclass
+class Check:
+    """One run-time check: `failed` and `detail` are traced; `message` has one `{}` for the detail."""
+
+    failed: Any
+    detail: Any
+    message: str
+    location: tuple[str, int] | None = None
+
+
+class Flags:
+    """The doubts and checks raised while tracing one program (or one loop step)."""
+
+    def __init__(self, speculate: bool):
+        self.speculate = speculate
+        self.doubts: list = []
+        self.checks: list[Check] = []
+
+    def doubt(self):
+        """One traced boolean: whether any doubt came true (None if none was raised)."""
+        return jnp.any(jnp.stack(self.doubts)) if self.doubts else None
+
+
+_FLAGS: ContextVar[Flags | None] = ContextVar("flags", default=None)
+
+
+@contextmanager
+def flagging(flags: Flags) -> Iterator[Flags]:
+    """Trace with `settle` and `check` reporting to `flags`."""
+    token = _FLAGS.set(flags)
+    try:
+        yield flags
+    finally:
+        _FLAGS.reset(token)
+
+
+def current() -> Flags | None:
+    return _FLAGS.get()
+
+
+def settle(cheap, doubt, exact: Callable):
+    """`cheap` with its `doubt` recorded in a speculating program; `exact()` anywhere else."""
+    flags = _FLAGS.get()
+    if flags is not None and flags.speculate:
+        flags.doubts.append(doubt)
+        return cheap
+    return exact()
+
+
+def check(failed, detail, message: str, location: tuple[str, int] | None = None) -> None:
+    """Report the run-time check `failed` (traced bool) with `detail`, named in `message`."""
+    flags = _FLAGS.get()
+    if flags is None:
+        raise RuntimeError("a run-time check traced outside a program")
+    flags.checks.append(Check(failed, detail, message, location))
+
+
+def restack(checks: list[Check], stacked: list[tuple[Any, Any]]) -> None:
+    """Report `checks` made per step (their flags and details stacked along axis 0) once:
+    failed at any step, with the detail of the first step that failed."""
+    for c, (failed, detail) in zip(checks, stacked):
+        check(jnp.any(failed), detail[jnp.argmax(failed)], c.message, c.location)
