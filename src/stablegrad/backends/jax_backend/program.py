@@ -27,7 +27,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ...errors import ExecutionError, InputError, ShapeError
 from ...graph.basic import Variable
 from . import flags
-from .flags import Check
 from .trace import Plan, evaluate
 
 #: the mesh axis that sharded inputs are split along
@@ -49,7 +48,7 @@ class Program:
             self._shardings = [NamedSharding(self.mesh, _spec(self.shard.get(v.id), v.ndim)) for v in self.inputs]
         self._cheap = self._jit(exact=False)
         self._exact: Callable | None = None  # compiled on the first call whose cheap result is in doubt
-        self._checks: dict[bool, list[Check]] = {}  # each version's run-time checks, as traced
+        self._checks: dict[bool, list[tuple[str, tuple | None]]] = {}  # each version's (message, line) of checks
 
     def _jit(self, exact: bool) -> Callable:
         """The plan as a jitted function returning (outputs, doubt, [(failed, detail)] of its checks)."""
@@ -57,7 +56,7 @@ class Program:
         def traced(*args):
             with flags.flagging(flags.Flags(speculate=not exact)) as raised:
                 outputs = evaluate(self.plan, args)
-            self._checks[exact] = raised.checks
+            self._checks[exact] = [(c.message, c.location) for c in raised.checks]  # no tracers kept
             return outputs, raised.doubt(), [(c.failed, c.detail) for c in raised.checks]
 
         return jax.jit(traced, in_shardings=self._shardings)
@@ -76,10 +75,10 @@ class Program:
             return [_to_numpy(r) for r in results]
 
     @staticmethod
-    def _raise_failed(checks: list[Check], checked: list) -> None:
-        for c, (failed, detail) in zip(checks, checked):
+    def _raise_failed(checks: list[tuple[str, tuple | None]], checked: list) -> None:
+        for (message, location), (failed, detail) in zip(checks, checked):
             if _scalar(failed):
-                raise ExecutionError(c.message.format(_scalar(detail)), location=c.location)
+                raise ExecutionError(message.format(_scalar(detail)), location=location)
 
     def _place(self, i: int, value: np.ndarray, sharding: NamedSharding):
         var = self.inputs[i]
