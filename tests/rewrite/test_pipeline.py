@@ -159,3 +159,41 @@ def test_with_static_shapes_the_sums_undoing_broadcasting_are_plain_sums(x_shape
     assert got_y.shape == y_shape
     np.testing.assert_allclose(got_y, expected_y.reshape(y_shape), rtol=1e-12)
     np.testing.assert_allclose(got_x, np.cos(x_value * y_value) * y_value, rtol=1e-12)
+
+
+def test_a_forward_value_read_only_for_its_shape_is_not_computed():
+    """With unknown shapes the gradient of sum(logsumexp(x)) seeds with ones of the result's
+    shape; the extent comes from x, so logsumexp's value is not computed at all."""
+    x, v = sg.matrix("x"), sg.matrix("v")
+    (g,) = sg.grad(sg.sum(sg.logsumexp(x, axis=-1)), [x])
+    (hvp,) = sg.grad(sg.sum(g * v), [x])
+    f = sg.function([x, v], [g, hvp])
+    assert LogSumExp not in _op_types(f)
+    x_value, v_value = rng.standard_normal((3, 5)) * 30, rng.standard_normal((3, 5))
+    p = np.exp(x_value - x_value.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    got_g, got_hvp = f(x_value, v_value)
+    np.testing.assert_allclose(got_g, p, rtol=1e-13)
+    np.testing.assert_allclose(
+        got_hvp, p * (v_value - (p * v_value).sum(axis=1, keepdims=True)), rtol=1e-12, atol=1e-15
+    )
+
+
+@pytest.mark.parametrize(
+    ("build", "extent", "computed"),
+    [
+        (lambda a, b, c: (a + b).shape[0], 3, False),  # b is 1 there: a alone gives the extent
+        (lambda a, b, c: (a + b).shape[1], 4, True),  # a or b could be 1 at run time: ask the sum
+        (lambda a, b, c: sg.sum(sg.exp(a), axis=0).shape[0], 4, False),
+        (lambda a, b, c: sg.sum(sg.exp(a), axis=1, keepdims=True).shape[0], 3, False),
+        (lambda a, b, c: sg.softmax(sg.exp(a), axis=0).shape[1], 4, False),
+        (lambda a, b, c: sg.softmax(a, axis=0, where=c > 0).shape[1], 4, True),  # masked: left alone
+    ],
+    ids=["broadcast, one source", "broadcast, two sources", "sum", "sum keepdims", "softmax", "masked softmax"],
+)
+def test_shape_lookups_of_results_go_to_the_operand_that_sets_the_extent(build, extent, computed):
+    a, b, c = sg.matrix("a"), sg.tensor("b", shape=(1, None)), sg.vector("c")
+    f = sg.function([a, b, c], build(a, b, c))
+    assert int(f(rng.standard_normal((3, 4)), rng.standard_normal((1, 4)), rng.standard_normal(4))) == extent
+    float_ops = [n.op.name for n in f.nodes if n.outputs[0].dtype.kind == "f"]
+    assert bool(float_ops) == computed, float_ops

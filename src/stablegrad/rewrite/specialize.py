@@ -14,9 +14,12 @@ from collections.abc import Callable
 import numpy as np
 
 from ..graph.basic import Constant, Op
+from ..ops.base import Elementwise
 from ..ops.composite import OpFromGraph, SymbolicOp, inline
-from ..ops.reduction import Sum
+from ..ops.reduction import Reduction, Sum
 from ..ops.shape import BroadcastTo, ReduceTo, ShapeDim, Squeeze
+from ..ops.stable.logsumexp import LogSumExp, LogSumExpGrad
+from ..ops.stable.softmax import LogSoftmax, Softmax
 from .engine import Kind, Phase, rewrite
 
 #: which composites the target backend runs whole (not inlined); set by `pipeline.optimize`
@@ -43,6 +46,64 @@ def static_extent(node):
     """x.shape[i] → a constant where the extent is known statically."""
     n = node.inputs[0].type.shape[node.op.axis]
     return Constant(np.int64(n)) if n is not None else None
+
+
+@rewrite(Phase.SPECIALIZE, Kind.ALGEBRA, ShapeDim)
+def extent_from_operand(node):
+    """op(x, ...).shape[i] → the extent of the operands it comes from.
+
+    Pullbacks read the shapes of forward values; with unknown shapes a forward value
+    can be computed for nothing else (the Hessian-vector product of logsumexp needs
+    only the shape of logsumexp's result).  Asking the operands instead lets the value
+    go.  Elementwise ops: where a single operand can carry extent i (`_broadcast_source`).
+    Reductions map i to the operand's axis; the stable ops without a mask keep their
+    operand's shape.
+    """
+    v, axis = node.inputs[0], node.op.axis
+    source = _extent_source(v, axis)
+    if source is None:
+        return None
+    while source is not None:  # up a whole chain at once: one rewrite, however long the chain
+        v, axis = source
+        source = _extent_source(v, axis)
+    return ShapeDim(axis)(v)
+
+
+def _extent_source(v, axis: int):
+    """(operand, its axis) that v's extent at `axis` comes from, one op up; None if unsure."""
+    owner = v.owner
+    if owner is None or v.ndim == 0:
+        return None
+    op, axis = owner.op, axis % v.ndim
+    if isinstance(op, Elementwise):
+        return _broadcast_source(owner.inputs, v.ndim, axis)
+    if isinstance(op, Reduction) or _plain(op, LogSumExp):
+        x = owner.inputs[0]
+        kept = [i for i in range(x.ndim) if i not in op.axes]
+        if op.keepdims:
+            return (x, axis) if axis in kept else None
+        return x, kept[axis]
+    if _plain(op, Softmax, LogSoftmax) or isinstance(op, LogSumExpGrad):
+        return owner.inputs[0], axis
+    return None
+
+
+def _plain(op: Op, *classes: type) -> bool:
+    """An op of these classes without a mask, weights or sign (a result of its operand's shape)."""
+    extras = ("masked", "weighted", "return_sign")
+    return isinstance(op, classes) and not any(getattr(op, name, False) for name in extras)
+
+
+def _broadcast_source(inputs, ndim: int, axis: int):
+    """The operand (and its axis) that sets a broadcast's extent at `axis`, when only one can:
+    every other one is 1 there statically, or has no such axis.  (With two candidates it
+    would take `where(a == 1, b, a)`: nodes of its own, a loss when the value is needed anyway.)"""
+    sources = {}
+    for x in inputs:
+        k = axis - (ndim - x.ndim)
+        if k >= 0 and x.type.shape[k] != 1:
+            sources[(x.id, k)] = (x, k)
+    return next(iter(sources.values())) if len(sources) == 1 else None
 
 
 @rewrite(Phase.SPECIALIZE, Kind.ALGEBRA, ReduceTo, BroadcastTo)
@@ -82,4 +143,4 @@ def squeezed_sum(node):
     return Sum(owner.op.axes)(owner.inputs[0])
 
 
-RULES = (inline_composite, static_extent, needless_broadcast, static_reduce_to, squeezed_sum)
+RULES = (inline_composite, static_extent, extent_from_operand, needless_broadcast, static_reduce_to, squeezed_sum)
