@@ -255,7 +255,9 @@ _ERFCX_SERIES = [(-1) ** j * _pymath.prod(range(1, 2 * j + 2, 2)) for j in range
 
 def _erfcx_derivative_far(x):
     """erfcx'(x) for x >= 8 from erfcx(x) ~ (1/(x√π))·Σ (-1)^k (2k-1)!!/(2x²)^k, by Horner in u = 1/(2x²).
-    (1/x)² rather than 1/x²: x² would overflow past 1e154, where the derivative is still ~1e-309.)"""
+
+    u takes (1/x)², not 1/x²: x² would overflow past 1e154, where the derivative is still ~1e-309.
+    """
     u = square(1.0 / x) * 0.5
     total = _ERFCX_SERIES[-1]
     for c in reversed(_ERFCX_SERIES[:-1]):

@@ -23,7 +23,7 @@ from ...ops.stable.softmax import LogSoftmax, Softmax, SoftmaxCrossEntropy
 from .flags import settle
 from .lowerings import rounded
 
-#: below this many entries the exact tail's extra sum costs less than a second program
+#: below this many entries the exact tail's extra sum costs less than the risk of running a call twice
 EXACT_BELOW = 1 << 14
 
 
