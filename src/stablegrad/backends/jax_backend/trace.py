@@ -73,7 +73,8 @@ def lowering_for(op: Op) -> Callable:
 def evaluate(plan: Plan, values: Sequence) -> list:
     """The plan's outputs for these input values (traced arrays or NumPy values)."""
     env: dict[int, object] = {v.id: a for v, a in zip(plan.inputs, values)}
-    checks = flags.current().checks if flags.current() is not None else []  # type: ignore[union-attr]
+    raised = flags.current()
+    checks = raised.checks if raised is not None else []
 
     def value_of(v: Variable):
         return v.data if isinstance(v, Constant) else env[v.id]
