@@ -136,17 +136,6 @@ def _value_shape(data, target: tuple) -> tuple:
     return tuple(1 if data.draw(st.booleans()) else n for n in shape)
 
 
-def _unique(index, shape) -> bool:
-    """Whether an integer-array index names each position at most once (set's last write is then unambiguous)."""
-    axes = [n for e, n in zip(index, shape) if isinstance(e, np.ndarray) and e.dtype != np.bool_]
-    arrays = [e for e in index if isinstance(e, np.ndarray) and e.dtype != np.bool_]
-    if not arrays:
-        return True
-    flat = np.broadcast_arrays(*arrays)
-    positions = list(zip(*(a.ravel() % n for a, n in zip(flat, axes))))
-    return len(positions) == len(set(positions))
-
-
 def _reference_update(x, index, v, mode):
     out = x.copy()
     if mode == "set":
@@ -167,11 +156,6 @@ def _reference_update(x, index, v, mode):
 def test_at_update(kind, mode, data):
     s, index = data.draw(INDEX_CASES[kind])
     index = index if isinstance(index, tuple) else (index,)
-    if mode == "set" and not _unique(index, s):
-        # with repeats NumPy keeps the last write; the gradient w.r.t. v is not defined there
-        index = tuple(e[..., :1] if isinstance(e, np.ndarray) and e.ndim and e.dtype != np.bool_ else e for e in index)
-        if not _unique(index, s):
-            index = tuple(e.ravel()[:1] if isinstance(e, np.ndarray) and e.dtype != np.bool_ else e for e in index)
     rng = np.random.default_rng(data.draw(seeds))
     x = rng.standard_normal(s)
     v = rng.standard_normal(_value_shape(data, x[index].shape))
@@ -196,6 +180,21 @@ def test_at_add_broadcasts_a_value_against_a_2d_index():
     """x.at[[[0, 1], [2, 1]]].add([1, 10]): each row of the index gets [1, 10]."""
     _, value = evaluate(lambda v: v.at[np.array([[0, 1], [2, 1]])].add(np.array([1.0, 10.0])), [np.zeros(3)])
     np.testing.assert_array_equal(value, [1.0, 20.0, 1.0])
+
+
+def test_at_set_with_repeated_indices_gives_the_gradient_to_the_write_that_stays():
+    """x.at[[1, 1, 3, 1]].set(v) keeps v[3] at 1 and v[2] at 3 (NumPy's last write): only
+    those entries of v reach the output, and a broadcast scalar counts each position once."""
+    x, v, s = sg.vector("x"), sg.vector("v"), sg.tensor("s")
+    index = np.array([1, 1, 3, 1])
+    weights = np.array([1.0, 2.0, 3.0, 4.0])
+    by_vector, by_scalar = x.at[index].set(v), x.at[index].set(s)
+    grads = sg.grad(sg.sum(by_vector * weights), [x, v]) + sg.grad(sg.sum(by_scalar * weights), [s])
+    out, gx, gv, gs = sg.function([x, v, s], [by_vector, *grads])(np.zeros(4), np.array([10.0, 20, 30, 40]), 5.0)
+    np.testing.assert_array_equal(out, [0.0, 40.0, 0.0, 30.0])
+    np.testing.assert_array_equal(gx, [1.0, 0.0, 3.0, 0.0])
+    np.testing.assert_array_equal(gv, [0.0, 0.0, 4.0, 2.0])
+    assert gs == 2.0 + 4.0
 
 
 def test_at_set_with_python_scalar_keeps_the_dtype():

@@ -158,13 +158,28 @@ class IndexUpdate(Op):
         return out
 
     def pullback(self, inputs, outputs, grads):
-        (_, v, *arrays), (g,) = inputs, grads
+        (x, v, *arrays), (g,) = inputs, grads
         g_at_index = Index(self.spec)(g, *arrays)
         if self.mode == "set":
             gx = IndexUpdate(self.spec, "set")(g, as_tensor(np.zeros((), g.dtype)), *arrays)
+            if any(a.dtype != np.bool_ for a in arrays):  # integer indices can repeat a position
+                from .elementwise import where
+
+                g_at_index = where(self._last_writes(x, g_at_index, arrays), g_at_index, 0)
         else:
             gx = g
         return [gx, reduce_to(g_at_index, shape_tuple(v))] + [zero_grad(a) for a in arrays]
+
+    def _last_writes(self, x: Variable, like: Variable, arrays) -> Variable:
+        """Which entries of x[index] (shaped like `like`) are the write that stays, where the
+        index repeats a position: found by the same assignment, of each entry's number."""
+        from .creation import arange, full
+        from .elementwise import equal
+        from .shape import reshape, size
+
+        numbers = reshape(arange(size(like)), shape_tuple(like))
+        writer = IndexUpdate(self.spec, "set")(full(shape_tuple(x), -1, np.int64), numbers, *arrays)
+        return equal(Index(self.spec)(writer, *arrays), numbers)
 
     @property
     def name(self) -> str:
