@@ -15,6 +15,10 @@ from ..graph.basic import Op, Variable, substitute
 from . import canonicalize, specialize, stabilize
 from .engine import ChangeLog, Phase, Rebuilder, Rewrite
 
+#: rounds of `specialize.lift_shape_only` (each a linear pass; a deeper chain of broadcasts read
+#: only for their shape keeps the rest)
+SHAPE_LIFTS = 4
+
 PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
     (Phase.CANONICALIZE, canonicalize.RULES),
     # the normal forms stay in force while recognising: a freshly recognised
@@ -70,7 +74,13 @@ def optimize(
     phases = [Phase.CANONICALIZE, Phase.STABILIZE, Phase.SPECIALIZE] if recognition else [Phase.SPECIALIZE]
     token = specialize.KEEP_WHOLE.set(keep_whole)
     try:
-        return run_phases(outputs, phases, keep, log)
+        result = run_phases(outputs, phases, keep, log)
+        for _ in range(SHAPE_LIFTS):  # each round spares one more layer of values read for their shape
+            lifted = specialize.lift_shape_only(result, keep)
+            if lifted is None:
+                break
+            result = run_phases(lifted, [Phase.SPECIALIZE], keep, log)
+        return result
     finally:
         specialize.KEEP_WHOLE.reset(token)
 

@@ -9,13 +9,14 @@ keeps the max-shifted body of `LogSumExp`, once inlined, from being recognised a
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from ..graph.basic import Constant, Op
+from ..graph.basic import Constant, Op, Variable, substitute, toposort
 from ..ops.base import Elementwise
 from ..ops.composite import OpFromGraph, SymbolicOp, inline
+from ..ops.elementwise import equal, where
 from ..ops.reduction import Reduction, Sum
 from ..ops.shape import BroadcastTo, ReduceTo, ShapeDim, Squeeze
 from ..ops.stable.logsumexp import LogSumExp, LogSumExpGrad
@@ -97,13 +98,52 @@ def _plain(op: Op, *classes: type) -> bool:
 def _broadcast_source(inputs, ndim: int, axis: int):
     """The operand (and its axis) that sets a broadcast's extent at `axis`, when only one can:
     every other one is 1 there statically, or has no such axis.  (With two candidates it
-    would take `where(a == 1, b, a)`: nodes of its own, a loss when the value is needed anyway.)"""
-    sources = {}
+    takes `where(a == 1, b, a)`: nodes of their own, worth it only where the value is not
+    needed anyway, which a rule cannot see; `lift_shape_only` does that on the whole graph.)"""
+    sources = _extent_sources(inputs, ndim, axis)
+    return sources[0] if len(sources) == 1 else None
+
+
+def _extent_sources(inputs, ndim: int, axis: int) -> list[tuple[Variable, int]]:
+    """The operands (and their axes) that can set a broadcast's extent at `axis`."""
+    sources: dict[tuple[int, int], tuple[Variable, int]] = {}
     for x in inputs:
         k = axis - (ndim - x.ndim)
         if k >= 0 and x.type.shape[k] != 1:
-            sources[(x.id, k)] = (x, k)
-    return next(iter(sources.values())) if len(sources) == 1 else None
+            sources.setdefault((x.id, k), (x, k))
+    return list(sources.values())
+
+
+def lift_shape_only(outputs: list[Variable], keep: Iterable[Variable]) -> list[Variable] | None:
+    """The graph with the shape lookups of broadcasts that nothing else reads taken from
+    their operands (`where(a == 1, b, a)` where two operands could set the extent), so the
+    broadcast is not computed; None if there is none.
+
+    `extent_from_operand` cannot do this: it sees one node, not whether the value it
+    would spare is needed anyway.  A weighted loss's gradient is the case: `w * f(x)`
+    is read only for the shape of the seed, and `f(x)` only through it.
+    """
+    kept = list(keep)
+    nodes = toposort(outputs, stop=kept)
+    needed = {v.id for v in outputs} | {v.id for v in kept}
+    for node in nodes:
+        if not isinstance(node.op, ShapeDim):
+            needed.update(v.id for v in node.inputs)
+    replacements: dict[int, Variable] = {}
+    for node in nodes:
+        op, v = node.op, node.inputs[0] if node.inputs else None
+        if not isinstance(op, ShapeDim) or v is None or v.id in needed or v.owner is None:
+            continue
+        if not isinstance(v.owner.op, Elementwise):
+            continue
+        sources = _extent_sources(v.owner.inputs, v.ndim, op.axis % v.ndim)
+        if len(sources) < 2:
+            continue  # one source: `extent_from_operand` already asked it; none: a static 1
+        extent = ShapeDim(sources[0][1])(sources[0][0])
+        for x, k in sources[1:]:
+            extent = where(equal(extent, 1), ShapeDim(k)(x), extent)
+        replacements[node.outputs[0].id] = extent
+    return substitute(outputs, replacements) if replacements else None
 
 
 @rewrite(Phase.SPECIALIZE, Kind.ALGEBRA, ReduceTo, BroadcastTo)
