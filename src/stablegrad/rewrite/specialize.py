@@ -60,14 +60,10 @@ def extent_from_operand(node):
     Reductions map i to the operand's axis; the stable ops without a mask keep their
     operand's shape.
     """
-    v, axis = node.inputs[0], node.op.axis
-    source = _extent_source(v, axis)
-    if source is None:
-        return None
-    while source is not None:  # up a whole chain at once: one rewrite, however long the chain
-        v, axis = source
-        source = _extent_source(v, axis)
-    return ShapeDim(axis)(v)
+    v, axis, moved = node.inputs[0], node.op.axis, False
+    while (source := _extent_source(v, axis)) is not None:  # up a whole chain in one rewrite
+        (v, axis), moved = source, True
+    return ShapeDim(axis)(v) if moved else None
 
 
 def _extent_source(v, axis: int):
@@ -131,10 +127,11 @@ def lift_shape_only(outputs: list[Variable], keep: Iterable[Variable]) -> list[V
             needed.update(v.id for v in node.inputs)
     replacements: dict[int, Variable] = {}
     for node in nodes:
-        op, v = node.op, node.inputs[0] if node.inputs else None
-        if not isinstance(op, ShapeDim) or v is None or v.id in needed or v.owner is None:
+        op = node.op
+        if not isinstance(op, ShapeDim):
             continue
-        if not isinstance(v.owner.op, Elementwise):
+        v = node.inputs[0]
+        if v.id in needed or v.owner is None or not isinstance(v.owner.op, Elementwise):
             continue
         sources = _extent_sources(v.owner.inputs, v.ndim, op.axis % v.ndim)
         if len(sources) < 2:
