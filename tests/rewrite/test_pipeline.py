@@ -221,3 +221,18 @@ def test_the_shape_of_a_value_computed_anyway_is_read_from_it():
     f = sg.function([a, b], [total, sg.astype(total.shape[1], "float64")])
     assert [n.op.name for n in f.nodes if n.op.name in ("equal", "where")] == []
     np.testing.assert_array_equal(f(np.ones((2, 1)), np.ones((1, 3)))[1], 3.0)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_weights_that_do_not_broadcast_still_fail_with_the_users_line(backend):
+    """The product w * logsumexp(x) is not computed for the gradient, but the shapes it
+    would have broadcast are still checked where the gradient undoes the broadcast."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    x, w = sg.matrix("x"), sg.vector("w")
+    (g,) = sg.grad(sg.sum(w * sg.logsumexp(x, axis=-1)), [x])
+    f = sg.function([x, w], g, backend=backend)
+    with pytest.raises(
+        sg.ExecutionError, match=r"could not be broadcast together with shapes \(3,\) \(5,\).*test_pipeline"
+    ):
+        f(np.zeros((3, 4)), np.ones(5))

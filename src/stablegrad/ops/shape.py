@@ -302,15 +302,25 @@ class ReduceTo(Op):
         shape = np.shape(g)
         if shape == target:
             return g
-        extra = len(shape) - len(target)
-        axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(target) if n == 1 and shape[extra + i] != 1)
-        return np.add.reduce(np.asarray(g), axis=axes, keepdims=True).reshape(target)
+        return np.add.reduce(np.asarray(g), axis=reduced_axes(shape, target), keepdims=True).reshape(target)
 
     def pullback(self, inputs, outputs, grads):
         g = inputs[0]
         return [BroadcastTo()(grads[0], *as_shape_inputs(shape_tuple(g), "broadcast_to"))] + [
             zero_grad(d) for d in inputs[1:]
         ]
+
+
+def reduced_axes(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, ...]:
+    """The axes to sum so that a cotangent of `shape` becomes `target`, which it must broadcast from.
+
+    (A cotangent that does not is the trace of forward operands that did not broadcast
+    either, whose op was never run: a value read only for its shape is not computed.)
+    """
+    extra = len(shape) - len(target)
+    if extra < 0 or any(n not in (1, shape[extra + i]) for i, n in enumerate(target)):
+        raise ValueError(f"operands could not be broadcast together with shapes {target} {shape}")
+    return tuple(range(extra)) + tuple(extra + i for i, n in enumerate(target) if n == 1 and shape[extra + i] != 1)
 
 
 def broadcast_to(x, shape):

@@ -283,9 +283,7 @@ def lower_reduce_to(op, g, *dims):
     target = static_ints(dims, "reduce_to")
     if tuple(np.shape(g)) == target:
         return g
-    extra = g.ndim - len(target)
-    axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(target) if n == 1 and g.shape[extra + i] != 1)
-    return jnp.reshape(jnp.sum(g, axis=axes, keepdims=True), target)
+    return jnp.reshape(jnp.sum(g, axis=shape.reduced_axes(tuple(g.shape), target), keepdims=True), target)
 
 
 def lower_concatenate(op, *xs):
