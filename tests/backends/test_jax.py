@@ -536,6 +536,18 @@ SHARDED_SCRIPT = textwrap.dedent(
         assert "not a multiple of 4" in str(exc), exc
     else:
         raise AssertionError("an extent not divisible by the device count was accepted")
+    v, y = sg.matrix("v"), sg.vector("y", dtype="int64")
+    tails = np.full((64, 300), -40.0)  # every row needs the exact rerun; big enough to speculate
+    tails[:, 7] = 0.0
+    lse = sg.function([v], sg.logsumexp(v, axis=1), backend="jax", shard={v: 0})(tails)
+    np.testing.assert_allclose(lse, 299 * np.exp(-40.0), rtol=1e-14)
+    xent = sg.function([v, y], sg.softmax_cross_entropy(v, y), backend="jax", shard={v: 0, y: 0})
+    try:
+        xent(tails, np.arange(64) + 250)
+    except sg.ExecutionError as exc:
+        assert "labels must lie in [0, 300)" in str(exc) and "got 300" in str(exc), exc
+    else:
+        raise AssertionError("labels out of range were accepted when sharded")
     print("sharded ok")
     """
 )
