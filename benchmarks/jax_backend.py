@@ -153,7 +153,7 @@ def same_formula_logsumexp(x):
 
     `jax.nn`'s passes (a max and a sum of exp(x - max)) and the gradient e / s (0 on all
     -inf rows), plus the doubt: whether a row has a total under 2 and |max| < 4, where
-    stablegrad would rerun with the exact tail `m + log1p(rest + ties - 1)`.  These
+    stablegrad would rerun keeping the tail (`m + log1p(rest)` where s < 2).  These
     inputs raise no doubt (checked), so the rerun is not part of the work.
     """
     m = jnp.max(x, axis=1, keepdims=True, initial=-jnp.inf)
