@@ -20,7 +20,7 @@ from ..ops.stable.logsumexp import LogSumExpGrad
 
 def fused_logsumexp(op: LogSumExp) -> Callable | None:
     """The plain (unweighted, unmasked, unsigned) LogSumExp body as one function."""
-    if op.weighted or op.masked or op.return_sign:
+    if not op.plain:
         return None
     axes, keepdims = op.axes, op.keepdims
 

@@ -74,21 +74,15 @@ def _extent_source(v, axis: int):
     op, axis = owner.op, axis % v.ndim
     if isinstance(op, Elementwise):
         return _broadcast_source(owner.inputs, v.ndim, axis)
-    if isinstance(op, Reduction) or _plain(op, LogSumExp):
+    if isinstance(op, Reduction) or (isinstance(op, LogSumExp) and op.plain):
         x = owner.inputs[0]
         kept = [i for i in range(x.ndim) if i not in op.axes]
         if op.keepdims:
             return (x, axis) if axis in kept else None
         return x, kept[axis]
-    if _plain(op, Softmax, LogSoftmax) or isinstance(op, LogSumExpGrad):
+    if (isinstance(op, Softmax | LogSoftmax) and not op.masked) or isinstance(op, LogSumExpGrad):
         return owner.inputs[0], axis
     return None
-
-
-def _plain(op: Op, *classes: type) -> bool:
-    """An op of these classes without a mask, weights or sign (a result of its operand's shape)."""
-    extras = ("masked", "weighted", "return_sign")
-    return isinstance(op, classes) and not any(getattr(op, name, False) for name in extras)
 
 
 def _broadcast_source(inputs, ndim: int, axis: int):

@@ -67,7 +67,7 @@ def logsumexp_with_weights_from_log(node):
     """logsumexp(log(w) + x, axis) → logsumexp(x, axis, b=w): the gradient w.r.t. a zero weight stays finite."""
     st = _st()
     op = node.op
-    if op.weighted or op.masked or op.return_sign:
+    if not op.plain:
         return None
     total = owner(node.inputs[0], Add)
     if total is None:
@@ -458,7 +458,7 @@ def _single_axis(op) -> int | None:
 
 def _plain_keepdims_logsumexp(node) -> bool:
     op = node.op
-    return op.keepdims and not (op.weighted or op.masked or op.return_sign)
+    return op.keepdims and op.plain
 
 
 RULES = (

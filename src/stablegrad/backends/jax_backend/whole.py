@@ -30,7 +30,7 @@ EXACT_BELOW = 1 << 14
 def runs_whole(op: Op) -> bool:
     """Whether this backend lowers the (composite) op whole rather than through its inlined body."""
     if isinstance(op, LogSumExp):
-        return not (op.weighted or op.masked or op.return_sign)
+        return op.plain
     if isinstance(op, Softmax | LogSoftmax):
         return not op.masked
     return isinstance(op, LogSumExpGrad | SoftmaxCrossEntropy)

@@ -81,6 +81,11 @@ class LogSumExp(SymbolicOp):
         return 2 if self.return_sign else 1
 
     @property
+    def plain(self) -> bool:
+        """No weights, mask or sign: log Σ exp(x) of one operand, the form backends run whole."""
+        return not (self.weighted or self.masked or self.return_sign)
+
+    @property
     def reads(self) -> Reads:  # type: ignore[override]
         """The operands; the output too when weighted or signed.  (Unweighted, the
         gradient is a softmax of x alone, so a loop's backward pass need not
