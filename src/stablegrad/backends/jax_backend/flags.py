@@ -19,8 +19,7 @@ steps, and `restack` reports them again, once, for the whole loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -50,16 +49,19 @@ class Flags:
         """One traced boolean: whether any doubt came true (None if none was raised)."""
         return jnp.any(jnp.stack(self.doubts)) if self.doubts else None
 
+    def checked(self) -> list[tuple[Any, Any]]:
+        """(failed, detail) of each check: what the traced function returns for them."""
+        return [(c.failed, c.detail) for c in self.checks]
+
 
 _FLAGS: ContextVar[Flags | None] = ContextVar("flags", default=None)
 
 
-@contextmanager
-def flagging(flags: Flags) -> Iterator[Flags]:
-    """Trace with `settle` and `check` reporting to `flags`."""
-    token = _FLAGS.set(flags)
+def traced(run: Callable, speculate: bool) -> tuple[Any, Flags]:
+    """run()'s result, and the doubts and checks its `settle`s and `check`s raised."""
+    token = _FLAGS.set(flags := Flags(speculate))
     try:
-        yield flags
+        return run(), flags
     finally:
         _FLAGS.reset(token)
 

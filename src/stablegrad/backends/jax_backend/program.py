@@ -54,10 +54,9 @@ class Program:
         """The plan as a jitted function returning (outputs, doubt, [(failed, detail)] of its checks)."""
 
         def traced(*args):
-            with flags.flagging(flags.Flags(speculate=not exact)) as raised:
-                outputs = evaluate(self.plan, args)
+            outputs, raised = flags.traced(lambda: evaluate(self.plan, args), speculate=not exact)
             self._checks[exact] = [(c.message, c.location) for c in raised.checks]  # no tracers kept
-            return outputs, raised.doubt(), [(c.failed, c.detail) for c in raised.checks]
+            return outputs, raised.doubt(), raised.checked()
 
         return jax.jit(traced, in_shardings=self._shardings)
 

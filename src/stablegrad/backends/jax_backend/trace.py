@@ -211,9 +211,10 @@ def lower_scan(op: Scan, *args):
 
     first_step = length - 1 if op.reverse else 0  # shapes are static: if one changes, it is at the first step
 
-    def in_step(run: Callable):
+    def in_step(run: Callable) -> tuple:
+        """run() traced for the step, with its flags (never speculating: a doubt could not leave the loop)."""
         try:
-            return run()
+            return flags.traced(run, speculate=False)
         except ExecutionError as exc:  # traced once for every step: no step to name, unlike NumPy's loop
             raise ExecutionError(f"scan: in the step function, {exc.message}", exc.location) from exc
 
@@ -221,9 +222,8 @@ def lower_scan(op: Scan, *args):
 
     def step(carry, x_t):
         x_t = list(x_t or ())  # the slices, then any hoisted values (the split step's last inputs)
-        with flags.flagging(flags.Flags(speculate=False)) as inner:  # a doubt could not leave the step
-            outs = in_step(lambda: evaluate(plan, [*carry, *x_t[:n_xs], *consts, *x_t[n_xs:]]))
-        step_checks[:] = inner.checks
+        outs, raised = in_step(lambda: evaluate(plan, [*carry, *x_t[:n_xs], *consts, *x_t[n_xs:]]))
+        step_checks[:] = raised.checks
         new = []
         for i, (c, old) in enumerate(zip(outs[:n_carry], carry)):
             if np.shape(c) != old.shape:
@@ -234,17 +234,16 @@ def lower_scan(op: Scan, *args):
                 )
             new.append(jax.lax.convert_element_type(c, old.dtype))
         ys = [jnp.asarray(y) for y in outs[n_carry:]]
-        return new, (ys, list(carry), [(c.failed, c.detail) for c in inner.checks])
+        return new, (ys, list(carry), raised.checked())
 
     split = hoisted_step(op) if xs and length > 1 else None
     if split is not None and split.hoisted:
         prologue_checks: list[flags.Check] = []
 
         def prologue(*x_t):
-            with flags.flagging(flags.Flags(speculate=False)) as inner:
-                values = in_step(lambda: evaluate(split.prologue, [*x_t, *consts]))
-            prologue_checks[:] = inner.checks
-            return values, [(c.failed, c.detail) for c in inner.checks]
+            values, raised = in_step(lambda: evaluate(split.prologue, [*x_t, *consts]))
+            prologue_checks[:] = raised.checks
+            return values, raised.checked()
 
         batched, checked = jax.vmap(prologue)(*xs)
         if sum(b.size * b.dtype.itemsize for b in batched) <= HOIST_BUDGET:
