@@ -69,8 +69,8 @@ def test_audit_reference_agrees_with_mpmath_computed_independently():
     mpmath = pytest.importorskip("mpmath")
     from stablegrad.audit.core import _Plan
     from stablegrad.audit.model import Target
+    from stablegrad.audit.mpmath_eval import Evaluator
     from stablegrad.audit.reference import weights_for
-    from stablegrad.backends.mpmath_backend import Evaluator
 
     target = Target(naive_lse, {"x": "float64[1,3]"})
     plan = _Plan(target.build(np.dtype("float64")), np.dtype("float64"), recognition=False)

@@ -17,7 +17,7 @@ import pytest
 
 import stablegrad as sg
 import stablegrad.ops.stable as stable
-from stablegrad.backends.numpy_backend import UFUNCS, implementation
+from stablegrad.backends.numpy_program import UFUNCS, implementation
 from stablegrad.graph.basic import READS_OUTPUTS, Apply, Constant, Op, Variable, toposort
 from stablegrad.ops.base import Elementwise
 from stablegrad.ops.composite import OpFromGraph, SymbolicOp, inline

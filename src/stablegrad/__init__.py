@@ -11,6 +11,8 @@ Build a graph with NumPy-named functions on symbolic inputs, differentiate it wi
 [4.0, [2.0, 2.0]]
 """
 
+import sys as _sys
+
 from . import testing
 from .audit import AuditReport, audit
 from .autodiff import grad, hessian_vector_product, jacobian
@@ -24,6 +26,7 @@ from .errors import (
     ShapeError,
     StableGradError,
 )
+from .graph import hooks as _hooks
 from .graph.basic import Apply, Constant, Op, Variable, constant
 from .graph.inputs import matrix, scalar, tensor, vector
 from .graph.printing import dprint
@@ -58,7 +61,6 @@ from .ops.elementwise import (
     multiply,
     negative,
     not_equal,
-    power,
     reciprocal,
     round,
     sign,
@@ -86,6 +88,7 @@ from .ops.math import (
     log2,
     log10,
     polygamma,
+    power,
     sin,
     sinh,
     tan,
@@ -145,3 +148,6 @@ from .ops.stable import (
 )
 
 __version__ = "0.1.0"
+
+# the fix hints of NaN reports name `sg.` functions (backends.provenance), which sit below this namespace
+_hooks.public_api.provide(_sys.modules[__name__])

@@ -13,18 +13,13 @@ import math
 from collections.abc import Sequence
 
 from .errors import GradientError, attributed_to
+from .graph import hooks
 from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, toposort
 from .ops.base import Elementwise
 from .ops.creation import ones_like, zeros_like
 from .ops.elementwise import astype
 from .ops.shape import reduce_to, shape_tuple
-
-
-def _recognise(cost: Variable, wrt: Sequence[Variable]) -> Variable:
-    """Hook for the recognition rewrites (value-preserving); identity until they exist."""
-    from .rewrite import recognise_for_grad
-
-    return recognise_for_grad(cost, wrt)
+from .rewrite import recognise_for_grad
 
 
 @paused_gc
@@ -45,7 +40,7 @@ def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = T
     targets = [wrt] if single else list(wrt)
     _check_grad_args(cost, targets, disconnected)
     if recognition:
-        cost = _recognise(cost, targets)
+        cost = recognise_for_grad(cost, targets)
     grads = _backpropagate([(cost, ones_like(cost))], targets)
     reachable: set[int] | None = None  # walked only if some wrt got no gradient
     result = []
@@ -97,6 +92,9 @@ def vjp(outputs: Sequence[Variable], cotangents: Sequence[Variable], wrt: Sequen
     """
     grads = _backpropagate(list(zip(outputs, cotangents)), wrt)
     return [grads.get(w.id, Zero(w.type)) for w in wrt]
+
+
+hooks.vjp.provide(vjp)  # composites and loops differentiate their bodies with it (ops cannot import autodiff)
 
 
 def _backpropagate(seeds: Sequence[tuple[Variable, Variable]], targets: Sequence[Variable]) -> dict[int, Variable]:

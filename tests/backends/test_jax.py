@@ -446,6 +446,12 @@ def test_shard_needs_the_jax_backend():
         sg.function([x], x + 1, shard={x: 0})
 
 
+def test_check_finite_is_refused_by_the_jax_backend_not_dropped():
+    x = sg.vector("x")
+    with pytest.raises(sg.StableGradError, match=r"check_finite=True needs backend='numpy' \(got backend='jax'\)"):
+        sg.function([x], sg.log(x), backend="jax", check_finite=True)
+
+
 def test_shard_on_a_non_input_is_an_error():
     x, y = sg.vector("x"), sg.vector("y")
     with pytest.raises(sg.InputError, match=r"shard names <y: float64.*not among the function's inputs"):

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import stablegrad as sg
-from stablegrad.backends.numpy_backend import runs_whole
+from stablegrad.backends.numpy_program import runs_whole
 from stablegrad.ops.stable import LogSumExp, Softmax
 from stablegrad.rewrite.pipeline import optimize
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import stablegrad as sg
-import stablegrad.ops.scan as scan_module
+import stablegrad.backends.numpy_loops as numpy_loops
 from stablegrad.backends.loop_hoist import hoist
-from stablegrad.backends.numpy_backend import Program
+from stablegrad.backends.numpy_program import Program
 from stablegrad.graph.basic import Variable
 from stablegrad.graph.types import TensorType
 from stablegrad.ops.scan import Scan
@@ -23,7 +23,7 @@ rng = np.random.default_rng(7)
 
 def _step_by_step(monkeypatch):
     """Turn off both fast paths: nothing is hoisted and the loop is not generated code."""
-    monkeypatch.setattr(scan_module, "HOIST_BUDGET", -1)
+    monkeypatch.setattr(numpy_loops, "HOIST_BUDGET", -1)
 
     def refuse(self, *args):
         raise RuntimeError("the generated loop is off in this test")
@@ -117,7 +117,7 @@ def test_a_loop_over_the_memory_budget_is_not_hoisted(monkeypatch):
     inputs, outputs, args = _hmm()
     f = sg.function(inputs, outputs)
     expected = f(*args)
-    monkeypatch.setattr(scan_module, "HOIST_BUDGET", 0)
+    monkeypatch.setattr(numpy_loops, "HOIST_BUDGET", 0)
     ran = []
     monkeypatch.setattr(Program, "run", lambda self, values: ran.append(self) or Program.interpret(self, values))
     g = sg.function(inputs, outputs)

@@ -29,6 +29,7 @@ from .helpers import (
     pullback_examples,
     seeds,
     small_integers,
+    two_sided,
     uniform,
     value_examples,
 )
@@ -44,6 +45,20 @@ def _negative_off_poles(rng, shape, dtype):
 
 
 SPECS = [
+    Spec(
+        "power",
+        lambda x, y: x**y,
+        np.power,
+        (uniform(0.5, 2), uniform(-2, 2)),
+        (m.Power,),
+        int_domains=(small_integers(-3, 3), small_integers(0, 3)),
+    ),
+    Spec("power_int_exponent", lambda x: x**3, lambda x: x**3, (REAL,), (m.Power,)),
+    Spec("power_two", lambda x: x**2, lambda x: x**2, (REAL,), (m.Power,)),
+    Spec("power_one", lambda x: x**1, lambda x: x**1, (REAL,), (m.Power,)),
+    Spec("power_negative", lambda x: x**-2, lambda x: x**-2.0, (two_sided(0.5, 2),), (m.Power,)),
+    Spec("power_half", lambda x: x**0.5, lambda x: x**0.5, (uniform(0.2, 3),), (m.Power,)),
+    Spec("rpow", lambda x: 2.0**x, lambda x: 2.0**x, (REAL,), (m.Power,)),
     Spec("exp", sg.exp, np.exp, (REAL,), (m.Exp,), int_domains=(small_integers(-5, 5),)),
     Spec("exp2", sg.exp2, np.exp2, (REAL,), (m.Exp2,), int_domains=(small_integers(-5, 5),)),
     Spec("expm1", sg.expm1, np.expm1, (REAL,), (m.Expm1,)),
@@ -89,7 +104,7 @@ def _dtypes(spec: Spec) -> tuple[str, ...]:
 @given(data=st.data())
 @value_examples
 def test_math_value(spec, data):
-    shapes = data.draw(broadcastable(1)).input_shapes
+    shapes = data.draw(broadcastable(spec.nargs)).input_shapes
     dtype = data.draw(st.sampled_from(_dtypes(spec)))
     check_value(spec, shapes, data.draw(seeds), dtype, data.draw(st.booleans()))
 
@@ -98,14 +113,14 @@ def test_math_value(spec, data):
 @given(data=st.data())
 @pullback_examples
 def test_math_pullback(spec, data):
-    check_pullback(spec, data.draw(broadcastable(1)).input_shapes, data.draw(seeds), data.draw(st.booleans()))
+    check_pullback(spec, data.draw(broadcastable(spec.nargs)).input_shapes, data.draw(seeds), data.draw(st.booleans()))
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=str)
 @given(data=st.data())
 @float32_examples
 def test_math_pullback_float32(spec, data):
-    check_float32_pullback(spec, data.draw(broadcastable(1)).input_shapes, data.draw(seeds))
+    check_float32_pullback(spec, data.draw(broadcastable(spec.nargs)).input_shapes, data.draw(seeds))
 
 
 # -- against mpmath at 30 digits: value, first and second derivative ------------------------------

@@ -1,8 +1,8 @@
 """The stability audit: sweep a model over hard inputs, compare with mpmath, name the line that breaks."""
 
+from ..backends.provenance import Finding
 from .core import audit
 from .model import AuditError, parse_spec
-from .provenance import Finding
 from .report import AuditReport, Cell, Row
 from .scenarios import InputSpec, Scenario, scenarios_for
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backends.mpmath_backend import Evaluator
+from ..backends.provenance import Finding, advice_at, trace
 from ..errors import StableGradError
 from ..graph.basic import Constant, Variable, toposort
 from ..rewrite.engine import Change, Kind
 from .model import AuditError, Model, Target, _CannotRetype, check_dtypes
-from .provenance import Finding, advice_at, trace
+from .mpmath_eval import Evaluator
 from .reference import DEFAULT_TOLERANCE, compare, dps_for, scale_of, weights_for
 from .report import AuditReport, Cell, Row
 from .scenarios import Scenario, scenarios_for
@@ -245,7 +245,7 @@ def _explain_row(row: Row, plan: _Plan, args: list, scenario: Scenario) -> None:
 
 
 def _past_range(exact: list, dtype: np.dtype) -> bool:
-    from ..backends.mpmath_backend import to_float
+    from .mpmath_eval import to_float
 
     for e in exact:
         values = np.asarray(e, dtype=object).ravel()

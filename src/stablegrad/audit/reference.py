@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.mpmath_backend import DEFAULT_DPS, _mpmath, to_float
+from .mpmath_eval import DEFAULT_DPS, _mpmath, to_float
 from .report import Cell
 
 #: default tolerances per dtype (rtol, atol), the stability yardstick's

@@ -30,7 +30,7 @@ from ..ops.reduction import ArgExtremum, Reduction
 from ..ops.shape import ExpandDims, Squeeze, Transpose
 from ..ops.stable import LogSoftmax, LogSumExp, Softmax
 from ..ops.stable.logsumexp import LogSumExpGrad
-from .numpy_backend import Program
+from .numpy_program import Program
 
 #: op classes that act on `axes` of their single operand: batched by shifting the axes by one
 _AXES_OPS = (Reduction, Softmax, LogSoftmax, LogSumExp, LogSumExpGrad, Squeeze)

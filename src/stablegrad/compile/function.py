@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import InputError, StableGradError, format_location
+from .. import backends
+from ..backends.provenance import advice_at
+from ..errors import InputError, format_location
+from ..graph import hooks
 from ..graph.basic import Constant, Variable, graph_inputs, paused_gc
 from ..graph.fgraph import FunctionGraph
-from ..rewrite.engine import ChangeLog
+from ..rewrite.engine import ChangeLog, Kind
 from ..rewrite.pipeline import optimize
 
 
@@ -40,27 +42,11 @@ class Function:
         self.recognition = recognition
         self.backend = backend
         self.changes = ChangeLog()
-        keep_whole = None
-        if backend == "numpy":  # it runs some stable ops whole, faster and bit-for-bit their bodies
-            from ..backends.numpy_backend import runs_whole
-
-            keep_whole = runs_whole
-        elif backend == "jax":  # logsumexp and its gradient, as one max and one sum
-            keep_whole = _jax_backend().runs_whole
-        optimized = optimize(self.outputs, self.inputs, recognition, self.changes, keep_whole)
+        target = backends.backend(backend)
+        optimized = optimize(self.outputs, self.inputs, recognition, self.changes, target.runs_whole)
         self.graph = FunctionGraph(self.inputs, optimized)
-        if shard and backend != "jax":
-            raise StableGradError(f"function: shard= needs backend='jax' (got backend={backend!r})")
-        if backend == "numpy":
-            from ..backends.numpy_backend import Program
-
-            self._program = Program(self.inputs, self.graph.outputs)
-            if check_finite:
-                self._program = _checked(self, self._program)
-        elif backend == "jax":
-            self._program = _jax_program(self.inputs, self.graph.outputs, shard)
-        else:
-            raise StableGradError(f"function: unknown backend {backend!r} (available: 'numpy', 'jax')")
+        advise = _advice_for(self) if check_finite else None
+        self._program = target.compile(self.graph, backends.Options(shard=shard, check_finite=advise))
 
     def explain(self, file=None) -> str:
         """Which rewrites fired, each with the user's source line, e.g.
@@ -111,9 +97,8 @@ def function(
     return Function(inputs, outputs, backend=backend, recognition=recognition, shard=shard, check_finite=check_finite)
 
 
-def _checked(f: Function, program):
-    """`check_finite=True`: raise `NonFiniteError` naming the node that first made an output inf/NaN."""
-    from ..audit.provenance import CheckedProgram, advice_at
+def _advice_for(f: Function):
+    """For `check_finite=True`: the recognition rewrite that repairs a finding's line, if any."""
 
     def advise(finding):
         if f.recognition:
@@ -121,21 +106,7 @@ def _checked(f: Function, program):
         changes = Function(f.inputs, f.outputs, recognition=True).changes.changes
         return advice_at(finding.location, changes, near=finding.expression)
 
-    return CheckedProgram(program, advise, f.graph.outputs)
-
-
-def _jax_backend():
-    """The JAX backend module, or an error saying how to install JAX."""
-    try:
-        return importlib.import_module("stablegrad.backends.jax_backend")
-    except ImportError as exc:
-        raise StableGradError(
-            f"function: backend='jax' needs JAX, which is not installed ({exc}); pip install 'stablegrad[jax]'"
-        ) from exc
-
-
-def _jax_program(inputs: list[Variable], outputs: list[Variable], shard):
-    return _jax_backend().Program(inputs, outputs, shard=shard)
+    return advise
 
 
 def explain(outputs, file=None) -> str:
@@ -153,8 +124,6 @@ def explain(outputs, file=None) -> str:
 
 
 def _explain_text(log: ChangeLog, file) -> str:
-    from ..rewrite.engine import Kind
-
     shown = [c for c in log.changes if c.kind is not Kind.INLINING]
     lines = [str(c) for c in shown] or ["no rewrites changed the formulas as written"]
     text = "\n".join(lines) + "\n"
@@ -203,3 +172,8 @@ def _check_argument(i: int, var: Variable, value) -> np.ndarray:
             )
         array = array.astype(t.dtype)
     return array
+
+
+hooks.function.provide(
+    function
+)  # `x.eval()` and composites' `perform` compile through it (graph and ops cannot import it)

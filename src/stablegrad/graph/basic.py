@@ -17,7 +17,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..errors import StableGradError, user_location
+from ..errors import GradientError, StableGradError, user_location
+from . import hooks
 from .types import TensorType
 
 _ids = itertools.count()
@@ -56,15 +57,11 @@ class Variable:
     @property
     def shape(self) -> tuple:
         """Known extents as ints, unknown ones as symbolic int64 scalars."""
-        from ..ops.shape import shape_tuple
-
-        return shape_tuple(self)
+        return _ops().shape_tuple(self)
 
     @property
     def size(self):
-        from ..ops.shape import size
-
-        return size(self)
+        return _ops().size(self)
 
     @property
     def location(self) -> tuple[str, int] | None:
@@ -78,10 +75,10 @@ class Variable:
         return self.id
 
     def __eq__(self, other):  # elementwise, as in NumPy; hashing stays by identity
-        return _m().equal(self, other)
+        return _ops().equal(self, other)
 
     def __ne__(self, other):
-        return _m().not_equal(self, other)
+        return _ops().not_equal(self, other)
 
     def __bool__(self):
         raise StableGradError(
@@ -100,166 +97,136 @@ class Variable:
 
     # -- operators --------------------------------------------------------------------
     def __add__(self, other):
-        return _m().add(self, other)
+        return _ops().add(self, other)
 
     def __radd__(self, other):
-        return _m().add(other, self)
+        return _ops().add(other, self)
 
     def __sub__(self, other):
-        return _m().subtract(self, other)
+        return _ops().subtract(self, other)
 
     def __rsub__(self, other):
-        return _m().subtract(other, self)
+        return _ops().subtract(other, self)
 
     def __mul__(self, other):
-        return _m().multiply(self, other)
+        return _ops().multiply(self, other)
 
     def __rmul__(self, other):
-        return _m().multiply(other, self)
+        return _ops().multiply(other, self)
 
     def __truediv__(self, other):
-        return _m().divide(self, other)
+        return _ops().divide(self, other)
 
     def __rtruediv__(self, other):
-        return _m().divide(other, self)
+        return _ops().divide(other, self)
 
     def __floordiv__(self, other):
-        return _m().floor_divide(self, other)
+        return _ops().floor_divide(self, other)
 
     def __rfloordiv__(self, other):
-        return _m().floor_divide(other, self)
+        return _ops().floor_divide(other, self)
 
     def __mod__(self, other):
-        return _m().mod(self, other)
+        return _ops().mod(self, other)
 
     def __rmod__(self, other):
-        return _m().mod(other, self)
+        return _ops().mod(other, self)
 
     def __pow__(self, other):
-        return _m().power(self, other)
+        return _ops().power(self, other)
 
     def __rpow__(self, other):
-        return _m().power(other, self)
+        return _ops().power(other, self)
 
     def __matmul__(self, other):
-        from ..ops.linalg import matmul
-
-        return matmul(self, other)
+        return _ops().matmul(self, other)
 
     def __rmatmul__(self, other):
-        from ..ops.linalg import matmul
-
-        return matmul(other, self)
+        return _ops().matmul(other, self)
 
     def __neg__(self):
-        return _m().negative(self)
+        return _ops().negative(self)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _m().abs(self)
+        return _ops().abs(self)
 
     def __invert__(self):
-        return _m().logical_not(self) if self.dtype == np.bool_ else _m().invert(self)
+        return _ops().logical_not(self) if self.dtype == np.bool_ else _ops().invert(self)
 
     def __and__(self, other):
-        return _m().logical_and(self, other)
+        return _ops().logical_and(self, other)
 
     def __rand__(self, other):
-        return _m().logical_and(other, self)
+        return _ops().logical_and(other, self)
 
     def __or__(self, other):
-        return _m().logical_or(self, other)
+        return _ops().logical_or(self, other)
 
     def __ror__(self, other):
-        return _m().logical_or(other, self)
+        return _ops().logical_or(other, self)
 
     def __lt__(self, other):
-        return _m().less(self, other)
+        return _ops().less(self, other)
 
     def __le__(self, other):
-        return _m().less_equal(self, other)
+        return _ops().less_equal(self, other)
 
     def __gt__(self, other):
-        return _m().greater(self, other)
+        return _ops().greater(self, other)
 
     def __ge__(self, other):
-        return _m().greater_equal(self, other)
+        return _ops().greater_equal(self, other)
 
     def __getitem__(self, index):
-        from ..ops.indexing import getitem
-
-        return getitem(self, index)
+        return _ops().getitem(self, index)
 
     @property
     def at(self):
         """`x.at[idx].set(v)` / `.add(v)`: a copy of x with x[idx] replaced or incremented."""
-        from ..ops.indexing import AtIndexer
-
-        return AtIndexer(self)
+        return _ops().at(self)
 
     # -- NumPy-style methods ----------------------------------------------------------
     @property
     def T(self):
-        from ..ops.shape import transpose
-
-        return transpose(self)
+        return _ops().transpose(self)
 
     def transpose(self, *axes):
-        from ..ops.shape import transpose
-
         single = len(axes) == 1 and not isinstance(axes[0], int | np.integer)  # x.transpose((1, 0)), not x.transpose(0)
-        return transpose(self, axes[0] if single else (axes or None))
+        return _ops().transpose(self, axes[0] if single else (axes or None))
 
     def reshape(self, *shape):
-        from ..ops.shape import reshape
-
-        return reshape(self, shape[0] if len(shape) == 1 else shape)
+        return _ops().reshape(self, shape[0] if len(shape) == 1 else shape)
 
     def astype(self, dtype):
-        from ..ops.elementwise import astype
-
-        return astype(self, dtype)
+        return _ops().astype(self, dtype)
 
     def sum(self, axis=None, keepdims=False):
-        from ..ops.reduction import sum
-
-        return sum(self, axis=axis, keepdims=keepdims)
+        return _ops().sum(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis=None, keepdims=False):
-        from ..ops.reduction import mean
-
-        return mean(self, axis=axis, keepdims=keepdims)
+        return _ops().mean(self, axis=axis, keepdims=keepdims)
 
     def max(self, axis=None, keepdims=False):
-        from ..ops.reduction import max
-
-        return max(self, axis=axis, keepdims=keepdims)
+        return _ops().max(self, axis=axis, keepdims=keepdims)
 
     def min(self, axis=None, keepdims=False):
-        from ..ops.reduction import min
-
-        return min(self, axis=axis, keepdims=keepdims)
+        return _ops().min(self, axis=axis, keepdims=keepdims)
 
     def prod(self, axis=None, keepdims=False):
-        from ..ops.reduction import prod
-
-        return prod(self, axis=axis, keepdims=keepdims)
+        return _ops().prod(self, axis=axis, keepdims=keepdims)
 
     def eval(self, inputs: dict | None = None):
         """Compile and run this variable; `inputs` maps input variables to values."""
-        from ..compile.function import function
-
         inputs = inputs or {}
-        return function(list(inputs), self)(*inputs.values())
+        return hooks.function.get()(list(inputs), self)(*inputs.values())
 
 
-@functools.cache  # a function-level import costs microseconds, and every operator calls this
-def _m():
-    from ..ops import elementwise
-
-    return elementwise
+def _ops() -> hooks.TensorFunctions:
+    """The ops layer's functions behind the operators and methods (registered by `stablegrad.ops`)."""
+    return hooks.tensor_functions.get()
 
 
 class Constant(Variable):
@@ -372,8 +339,6 @@ class Op:
 
     def pullback(self, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Sequence[Variable]):
         """Gradients w.r.t. the inputs (graph, or `Zero`) given the output cotangents."""
-        from ..errors import GradientError
-
         raise GradientError(f"{self.name}: has no gradient")
 
     def __call__(self, *inputs: Variable):

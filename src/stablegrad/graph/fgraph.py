@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import StableGradError
-from .basic import Apply, Variable, toposort
+from .basic import Apply, Variable, substitute, toposort
 
 
 class FunctionGraph:
@@ -36,11 +36,7 @@ class FunctionGraph:
             or not all(a is None or b is None or a == b for a, b in zip(old.type.shape, new.type.shape))
         ):
             raise StableGradError(f"FunctionGraph.replace: cannot replace {old.type} by {new.type}")
-        from ..rewrite.engine import Rebuilder
-
-        rebuild = Rebuilder((), keep=self.inputs)
-        rebuild.done[old.id] = new
-        self.outputs = rebuild(self.outputs)
+        self.outputs = substitute(self.outputs, {old.id: new})
         self._index()
 
     def __len__(self) -> int:

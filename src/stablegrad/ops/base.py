@@ -1,4 +1,4 @@
-"""What every op family shares: turning arguments into variables, and the elementwise base.
+"""What every op family shares: turning arguments into variables, the elementwise base, and casts.
 
 `Elementwise` ops broadcast their operands like NumPy ufuncs, and their output
 dtype is *defined* as the dtype NumPy gives for their `perform`: the rule is read
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
-from ..graph.basic import Constant, Op, Variable, Zero
+from ..errors import DTypeError
+from ..graph.basic import READS_NOTHING, Constant, Op, Variable, Zero
 from ..graph.types import TensorType, broadcast_shapes
 
 _PYTHON_SCALARS = (bool, int, float, complex)
@@ -45,15 +47,11 @@ def as_operands(*args) -> list[Variable]:
     ]
     for dtype in strong:
         if dtype.kind not in "biufc":
-            from ..errors import DTypeError
-
             raise DTypeError(f"operands must be numeric or boolean, got dtype {dtype} (a {dtype.kind!r}-kind array)")
     result = []
     weak_dtype = np.result_type(*strong, 0) if strong else None
     for a, extent in zip(args, extents):
         if extent and weak_dtype is not None and weak_dtype.kind in "fc":
-            from .elementwise import astype
-
             result.append(astype(a, weak_dtype))
         elif isinstance(a, Variable):
             result.append(a)
@@ -104,8 +102,39 @@ class Elementwise(Op):
         try:
             dtype = _numpy_result_dtype(self, dtypes)
         except (TypeError, ValueError) as exc:  # NumPy has no loop for these dtypes (strings, say)
-            from ..errors import DTypeError
-
             listed = ", ".join(d.name for d in dtypes)
             raise DTypeError(f"{self.name}: unsupported operand dtype(s) {listed} ({exc})") from None
         return [TensorType(dtype, shape)]
+
+
+# -- casts: every family converts dtypes (as_operands above does, for extents next to floats) -----------
+@final
+@dataclass(frozen=True)
+class Cast(Elementwise):
+    """x.astype(dtype); float-to-float casts pass the gradient back in the source dtype."""
+
+    dtype: np.dtype = np.dtype("float64")
+    reads = READS_NOTHING
+
+    def infer(self, x):
+        return [TensorType(self.dtype, x.type.shape)]
+
+    def perform(self, x):
+        return np.asarray(x).astype(self.dtype, copy=False)
+
+    def pullback(self, inputs, outputs, grads):
+        (x,), (g,) = inputs, grads
+        if not (x.type.is_float() and self.dtype.kind in "fc"):
+            return [zero_grad(x)]
+        return [astype(g, x.dtype)]
+
+    @property
+    def name(self) -> str:
+        return f"astype[{self.dtype.name}]"
+
+
+def astype(x, dtype):
+    """x converted to dtype (a no-op when it already has it)."""
+    (x,) = as_operands(x)
+    dtype = np.dtype(dtype)
+    return x if x.dtype == dtype else Cast(dtype)(x)

@@ -18,7 +18,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ShapeError, StableGradError
-from ..graph.basic import Apply, Op, Variable, substitute
+from ..graph import hooks
+from ..graph.basic import Apply, Op, Variable, graph_inputs, substitute
 from ..graph.types import TensorType
 from .base import as_operands
 
@@ -33,10 +34,8 @@ def _symbolic_body(op: SymbolicOp, types: tuple[TensorType, ...]):
 
 @functools.cache
 def _compiled_body(op: Op, types: tuple[TensorType, ...]):
-    from ..compile.function import function
-
     placeholders, outputs = body_of(op, types)
-    return function(placeholders, outputs, recognition=False)
+    return hooks.function.get()(placeholders, outputs, recognition=False)
 
 
 def body_of(op: Op, types: tuple[TensorType, ...]) -> tuple[list[Variable], list[Variable]]:
@@ -95,8 +94,6 @@ class OpFromGraph(Op):
         for i, v in enumerate(inputs):
             if not isinstance(v, Variable) or v.owner is not None:
                 raise StableGradError(f"OpFromGraph: inputs[{i}] must be a symbolic input, got {v!r}")
-        from ..graph.basic import graph_inputs
-
         given = {v.id for v in inputs}
         for v in graph_inputs(outputs):
             if v.id not in given:
@@ -149,9 +146,7 @@ class OpFromGraph(Op):
 
 def body_pullback(op: Op, inputs: Sequence[Variable], grads: Sequence[Variable]) -> list:
     """Gradient of a composite derived from its body, inlined on the actual inputs."""
-    from ..autodiff import vjp
-
-    return vjp(inline(op, inputs), grads, inputs)
+    return hooks.vjp.get()(inline(op, inputs), grads, inputs)
 
 
 def inline(op: Op, inputs: Sequence[Variable]) -> list[Variable]:

@@ -12,9 +12,9 @@ from typing import final
 
 import numpy as np
 
-from ..graph.basic import ALL, READS_NOTHING, READS_OUTPUTS, Constant, Reads, Variable
-from ..graph.types import TensorType
-from .base import Elementwise, as_operands, zero_grad
+from ..graph.basic import READS_NOTHING, READS_OUTPUTS, Reads, Variable
+from .base import Cast as Cast  # casts belong to this family; defined in base, which needs them for operands
+from .base import Elementwise, as_operands, astype, zero_grad
 
 
 # -- arithmetic ------------------------------------------------------------------------------
@@ -71,29 +71,6 @@ class Divide(Elementwise):
         (x, y), (g,) = inputs, grads
         gx = g / y
         return [gx, -gx * x / y]
-
-
-@final
-@dataclass(frozen=True)
-class Power(Elementwise):
-    """x ** y.  The y-gradient is 0 where x = 0 (the limit of x**y for y > 0), not 0 * -inf."""
-
-    reads = Reads(inputs=ALL, outputs=(0,))  # the y-gradient is g * out * log(x)
-
-    def perform(self, x, y):
-        return np.power(x, y)
-
-    def pullback(self, inputs, outputs, grads):
-        (x, y), (out,), (g,) = inputs, outputs, grads
-        if isinstance(y, Constant) and y.data.size == 1 and float(y.data) == 2.0:
-            gx = g * (2 * x)
-        elif isinstance(y, Constant) and y.data.size == 1 and float(y.data) == 1.0:
-            gx = g
-        else:
-            gx = g * y * power(x, y - 1)
-        safe_x = where(equal(x, 0), 1, x)
-        gy = where(equal(x, 0), 0, g * out * _log(safe_x))
-        return [gx, gy]
 
 
 @final
@@ -329,31 +306,6 @@ class Clip(Elementwise):
 
 
 # -- casts -----------------------------------------------------------------------------------------
-@final
-@dataclass(frozen=True)
-class Cast(Elementwise):
-    """x.astype(dtype); float-to-float casts pass the gradient back in the source dtype."""
-
-    dtype: np.dtype = np.dtype("float64")
-    reads = READS_NOTHING
-
-    def infer(self, x):
-        return [TensorType(self.dtype, x.type.shape)]
-
-    def perform(self, x):
-        return np.asarray(x).astype(self.dtype, copy=False)
-
-    def pullback(self, inputs, outputs, grads):
-        (x,), (g,) = inputs, grads
-        if not (x.type.is_float() and self.dtype.kind in "fc"):
-            return [zero_grad(x)]
-        return [astype(g, x.dtype)]
-
-    @property
-    def name(self) -> str:
-        return f"astype[{self.dtype.name}]"
-
-
 # -- user-facing functions --------------------------------------------------------------------------
 def _binary(op):
     def apply(x, y):
@@ -411,11 +363,6 @@ def divide(x, y):
 true_divide = divide
 
 
-def power(x, y):
-    """x ** y."""
-    return Power()(*as_operands(x, y))
-
-
 def sqrt(x):
     """√x."""
     return Sqrt()(*as_operands(x))
@@ -444,21 +391,8 @@ def clip(x, a_min, a_max):
     return Clip()(*as_operands(x, a_min, a_max))
 
 
-def astype(x, dtype):
-    """x converted to dtype (a no-op when it already has it)."""
-    (x,) = as_operands(x)
-    dtype = np.dtype(dtype)
-    return x if x.dtype == dtype else Cast(dtype)(x)
-
-
 def invert(x):
     """Bitwise not is not supported; `~` on a boolean tensor is logical_not."""
     from ..errors import DTypeError
 
     raise DTypeError(f"invert: `~` needs a boolean tensor, got {x.type}")
-
-
-def _log(x):
-    from .math import log
-
-    return log(x)

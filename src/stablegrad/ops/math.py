@@ -1,4 +1,6 @@
-"""Exponentials, logarithms, trigonometric and special functions.
+"""Powers, exponentials, logarithms, trigonometric and special functions.
+
+`power` is here rather than with the arithmetic: its exponent-gradient is `out · log x`.
 
 Where a derivative is cheaper from the output than from the operand (exp, tanh,
 sqrt) the op reads its output, so the executor can free the operand early.
@@ -13,13 +15,36 @@ from typing import final
 import numpy as np
 import scipy.special as sps
 
-from ..graph.basic import READS_OUTPUTS, Reads
+from ..graph.basic import ALL, READS_OUTPUTS, Constant, Reads
 from .base import Elementwise, as_operands
-from .elementwise import square, where
+from .elementwise import equal, square, where
 
 _LN2 = _pymath.log(2.0)
 _LN10 = _pymath.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / _pymath.sqrt(_pymath.pi)
+
+
+@final
+@dataclass(frozen=True)
+class Power(Elementwise):
+    """x ** y.  The y-gradient is 0 where x = 0 (the limit of x**y for y > 0), not 0 * -inf."""
+
+    reads = Reads(inputs=ALL, outputs=(0,))  # the y-gradient is g * out * log(x)
+
+    def perform(self, x, y):
+        return np.power(x, y)
+
+    def pullback(self, inputs, outputs, grads):
+        (x, y), (out,), (g,) = inputs, outputs, grads
+        if isinstance(y, Constant) and y.data.size == 1 and float(y.data) == 2.0:
+            gx = g * (2 * x)
+        elif isinstance(y, Constant) and y.data.size == 1 and float(y.data) == 1.0:
+            gx = g
+        else:
+            gx = g * y * power(x, y - 1)
+        safe_x = where(equal(x, 0), 1, x)
+        gy = where(equal(x, 0), 0, g * out * log(safe_x))
+        return [gx, gy]
 
 
 @final
@@ -343,6 +368,11 @@ erfc = _unary(Erfc(), "Complementary error function (scipy.special.erfc).")
 erfcx = _unary(Erfcx(), "Scaled complementary error function exp(x**2) * erfc(x) (scipy.special.erfcx).")
 gammaln = _unary(Gammaln(), "log|Γ(x)| (scipy.special.gammaln).")
 digamma = _unary(Polygamma(0), "ψ(x) = d/dx log Γ(x) (scipy.special.digamma).")
+
+
+def power(x, y):
+    """x ** y."""
+    return Power()(*as_operands(x, y))
 
 
 def polygamma(n: int, x):

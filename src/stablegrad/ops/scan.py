@@ -20,10 +20,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import ExecutionError, StableGradError
+from ..errors import StableGradError
+from ..graph import hooks
 from ..graph.basic import ALL, Apply, Constant, Op, Reads, Variable, Zero, substitute, toposort
 from ..graph.types import TensorType
 from .base import as_operands
+from .creation import Alloc, zeros_like
+from .shape import ShapeDim
 
 
 class ScanError(StableGradError, ValueError):
@@ -37,66 +40,16 @@ class InnerGraph:
         self, carries: list[Variable], slices: list[Variable], consts: list[Variable], outputs: list[Variable]
     ):
         self.carries, self.slices, self.consts, self.outputs = carries, slices, consts, outputs
+        # the body compiled per tuple of argument shapes, kept here by the backend that runs the loop
+        # (backends.numpy_loops): typed and optimised, as a program, and split for hoisting
         self._optimized: dict = {}
         self._programs: dict = {}
         self._hoisted: dict = {}
+        self._step_checks: tuple[list[int], set[int]] | None = None  # what each step must check (shapes left open)
 
     @property
     def inputs(self) -> list[Variable]:
         return self.carries + self.slices + self.consts
-
-    def program(self, shapes: tuple | None = None):
-        """The body compiled for the NumPy backend, once per tuple of argument shapes.
-
-        Given the shapes the loop actually runs with, the body is compiled for exactly
-        those: every extent is static, so shape lookups fold to constants and the
-        sums that undo broadcasting vanish where nothing was broadcast — per step,
-        that is most of the bookkeeping nodes of a gradient.
-        Only the value-preserving late phase runs here (inlining, merging, folding):
-        recognition is the outer pipeline's decision — its `scan_body_recognised`
-        rewrite has already replaced this loop by one with a recognised body when
-        recognition is on, and with `recognition=False` the body stays as written.
-        """
-        program = self._programs.get(shapes)
-        if program is None:
-            from ..backends.numpy_backend import Program
-
-            program = self._programs[shapes] = Program(*self._optimize(shapes))
-        return program
-
-    def hoisted(self, shapes: tuple):
-        """The body for these shapes split into a prologue run once, batched over all
-        steps, and a lighter step (see `backends.loop_hoist`); None when nothing hoists."""
-        if shapes not in self._hoisted:
-            from ..backends.loop_hoist import hoist
-
-            inputs, body = self._optimize(shapes)
-            n_carry, n_xs = len(self.carries), len(self.slices)
-            self._hoisted[shapes] = hoist(
-                inputs[:n_carry], inputs[n_carry : n_carry + n_xs], inputs[n_carry + n_xs :], body
-            )
-        return self._hoisted[shapes]
-
-    def _optimize(self, shapes: tuple | None) -> tuple[list[Variable], list[Variable]]:
-        """(placeholders, outputs) of the body typed for `shapes` and through the late phase."""
-        compiled = self._optimized.get(shapes)
-        if compiled is None:
-            from ..backends.numpy_backend import runs_whole
-            from ..rewrite.pipeline import optimize
-
-            inputs, outputs = self.inputs, self.outputs
-            if shapes is not None:
-                typed = [Variable(TensorType(p.dtype, s), name=p.name) for p, s in zip(inputs, shapes)]
-                try:
-                    outputs = substitute(outputs, {p.id: t for p, t in zip(inputs, typed)})
-                    inputs = typed
-                except StableGradError:  # the type rules reject these shapes: run the generic body, which reports it
-                    inputs, outputs = self.inputs, self.outputs
-            compiled = self._optimized[shapes] = (
-                inputs,
-                optimize(outputs, inputs, recognition=False, keep_whole=runs_whole),
-            )
-        return compiled
 
 
 class Scan(Op):
@@ -155,145 +108,16 @@ class Scan(Op):
         return functools.partial(self.perform, store_history=False) if unread.issuperset(history) else None
 
     def perform(self, *arrays, store_history: bool = True):
-        n_carry, n_xs, n_ys = self.n_carry, self.n_xs, self.n_ys
-        carry = list(arrays[:n_carry])
-        xs = arrays[n_carry : n_carry + n_xs]
-        consts = list(arrays[n_carry + n_xs :])
-        steps = run_length(self, xs)
-        shapes = tuple(np.shape(a) for a in carry) + tuple(np.shape(x)[1:] for x in xs)
-        shapes += tuple(np.shape(a) for a in consts)
-        program, xs, consts = self._step(shapes, steps, xs, consts)
-        inner = self.inner
-        # Outputs are written in place into arrays allocated once (ys: at the first step,
-        # when their shape is known), so a step costs the body's ops and little else.
-        history = (
-            [np.empty((steps, *np.shape(c)), dtype=p.dtype) for c, p in zip(carry, inner.carries)]
-            if store_history
-            else []
-        )
-        order = range(steps - 1, -1, -1) if self.reverse else range(steps)
-        ys: list = [None] * n_ys
-        types = program.output_types
-        if steps >= 2 and all(t.shape == np.shape(c) for t, c in zip(types, carry)) and _static(types[n_carry:]):
-            # the types pin every shape: no check a step, and the loop runs as generated code
-            try:
-                ys = [np.empty((steps, *t.shape), dtype=t.dtype) for t in types[n_carry:]]
-                with np.errstate(all="ignore"):
-                    carry = program.loop(n_carry, len(xs), store_history)(carry, xs, consts, history, ys, order)
-                return self._results(carry, ys, history)
-            except Exception:  # run again step by step, which says at which step and node it fails
-                ys = [None] * n_ys
-        run = program.run_unguarded
-        check_carry, check_ys = self._runtime_checks()
-        t = 0
-        try:
-            with np.errstate(all="ignore"):
-                for t in order:
-                    for h, c in zip(history, carry):
-                        h[t] = c
-                    outs = run(carry + [x[t] for x in xs] + consts)
-                    for i in check_carry:
-                        if np.shape(outs[i]) != np.shape(carry[i]):
-                            raise _step_error(
-                                f"changed the shape of carry {i} from {np.shape(carry[i])} to {np.shape(outs[i])}",
-                                t,
-                                self,
-                            )
-                    carry = outs[:n_carry]
-                    for k in range(n_ys):
-                        buffer, y = ys[k], outs[n_carry + k]
-                        if buffer is None:
-                            buffer = ys[k] = np.empty((steps, *np.shape(y)), dtype=inner.outputs[n_carry + k].dtype)
-                        elif k in check_ys and np.shape(y) != buffer.shape[1:]:
-                            raise _step_error(
-                                f"returned y[{k}] of shape {np.shape(y)} after {buffer.shape[1:]}", t, self
-                            )
-                        buffer[t] = y
-        except ExecutionError as exc:  # an op inside the body failed: say at which step
-            raise ScanError(f"scan: at step {t}, {exc.message}", exc.location) from exc
-        if steps == 0 and n_ys:
-            ys = [
-                np.zeros((0, *shape), dtype=o.dtype)
-                for shape, o in zip(self._empty_ys_shapes(arrays), inner.outputs[n_carry:])
-            ]
-        return self._results(carry, ys, history)
-
-    def _results(self, carry, ys, history) -> tuple:
-        final = [np.asarray(c, dtype=p.dtype) for c, p in zip(carry, self.inner.carries)]
-        return (*final, *ys, *(history or [None] * self.n_carry))
-
-    def _step(self, shapes: tuple, steps: int, xs, consts):
-        """The program run at each step, with the sequences and implicit inputs it takes.
-
-        Where part of the body does not depend on the carry, it runs first, once,
-        batched over all steps, and the step only does the rest — unless that would
-        hold more than `HOIST_BUDGET` bytes, or the prologue fails (the step-by-step
-        body then names the step where it does).
-        """
-        plan = self.inner.hoisted(shapes) if steps > 1 else None
-        if plan is not None and steps * plan.bytes_per_step <= HOIST_BUDGET:
-            try:
-                hoisted = plan.prologue.run([*xs, *consts])
-            except ExecutionError:
-                pass
-            else:
-                n = plan.n_batched
-                return plan.step, [*xs, *hoisted[:n]], [*consts, *hoisted[n:]]
-        return self.inner.program(shapes), xs, consts
-
-    def _empty_ys_shapes(self, arrays) -> list[tuple[int, ...]]:
-        """The shape each y would have, for a loop of zero steps: the body's types re-inferred
-        for the actual shapes of the arguments, else the body run once on zero-filled slices."""
-        inner = self.inner
-        n_carry, n_xs = self.n_carry, self.n_xs
-        shapes = [np.shape(a) for a in arrays]
-        shapes[n_carry : n_carry + n_xs] = [s[1:] for s in shapes[n_carry : n_carry + n_xs]]
-        typed = {p.id: Variable(TensorType(p.dtype, s)) for p, s in zip(inner.inputs, shapes)}
-        try:
-            ys = substitute(inner.outputs, typed)[n_carry:]
-        except StableGradError:  # the body's type rules reject these shapes; nothing ran, nothing to report
-            ys = inner.outputs[n_carry:]
-        if all(None not in y.type.shape for y in ys):
-            return [y.type.shape for y in ys]  # type: ignore[misc]
-        values = [
-            np.zeros(s, p.dtype) if n_carry <= i < n_carry + n_xs else a
-            for i, (p, s, a) in enumerate(zip(inner.inputs, shapes, arrays))
-        ]
-        try:
-            with np.errstate(all="ignore"):
-                outs = inner.program().run_unguarded(values)
-        except Exception:  # the body cannot run on zeros: no shape to recover
-            return [tuple(n or 0 for n in y.type.shape) for y in ys]
-        return [np.shape(o) for o in outs[n_carry:]]
-
-    def _runtime_checks(self) -> tuple[list[int], set[int]]:
-        """Carries and ys whose shape the types do not pin down, so each step must be checked."""
-        checks = getattr(self, "_checks", None)
-        if checks is None:
-            inner = self.inner
-            carries = [
-                i
-                for i, (p, o) in enumerate(zip(inner.carries, inner.outputs))
-                if None in p.type.shape or p.type.shape != o.type.shape
-            ]
-            ys = {k for k, o in enumerate(inner.outputs[self.n_carry :]) if None in o.type.shape}
-            checks = self._checks = (carries, ys)
-        return checks
+        """Runs the loop with NumPy: the body compiled for the NumPy backend (`backends.numpy_loops`)."""
+        return hooks.run_loop.get()(self, arrays, store_history)
 
     def pullback(self, inputs, outputs, grads):
         return _scan_pullback(self, inputs, outputs, grads)
 
 
-#: the most bytes of per-step values a loop computes ahead, batched (see `Scan._step`)
+#: the most bytes of per-step values a backend computes ahead of a loop, batched over all steps
+#: (`backends.numpy_loops`, `backends.jax_backend.trace`); past it, each step computes its own
 HOIST_BUDGET = 1 << 26
-
-
-def _step_error(what: str, t: int, op: Scan) -> ScanError:
-    return ScanError(f"scan: the step function {what} at step {t}; a carry or y keeps its shape", op.location)
-
-
-def _static(types) -> bool:
-    return all(None not in t.shape for t in types)
 
 
 def run_length(op: Scan, xs) -> int:
@@ -408,8 +232,6 @@ def _lift_free_variables(
     loop's actual shapes, they fold to constants there (and with them, the sums that
     undo broadcasting in a gradient), where a lifted extent would be opaque.
     """
-    from .shape import ShapeDim
-
     nodes = toposort(outputs, stop=placeholders)
     varying = {p.id for p in placeholders}
     for node in nodes:
@@ -450,9 +272,7 @@ def _scan_pullback(op: Scan, inputs: Sequence[Variable], outputs: Sequence[Varia
     of the stored carries, leaving out those known to be zero (an output nobody
     differentiates costs nothing per step); its ys are the cotangents of xs.
     """
-    from ..autodiff import vjp
-    from .creation import zeros_like
-
+    vjp = hooks.vjp.get()
     n_carry, n_xs, n_ys = op.n_carry, op.n_xs, op.n_ys
     init = list(inputs[:n_carry])
     xs = list(inputs[n_carry : n_carry + n_xs])
@@ -500,8 +320,6 @@ def _scan_pullback(op: Scan, inputs: Sequence[Variable], outputs: Sequence[Varia
 
 def _is_zero(g) -> bool:
     """A cotangent known to be zero: `Zero`, or the zeros `grad` fills in for an unused output."""
-    from .creation import Alloc
-
     if isinstance(g, Zero):
         return True
     if isinstance(g, Constant):
@@ -512,6 +330,4 @@ def _is_zero(g) -> bool:
 
 def _dense(g, like: Variable) -> Variable:
     """A cotangent as a tensor (zeros for a `Zero`)."""
-    from .creation import zeros_like
-
     return zeros_like(like) if isinstance(g, Zero) else g

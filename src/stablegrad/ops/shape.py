@@ -19,6 +19,7 @@ from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Constant, Op, Variable
 from ..graph.types import TensorType, broadcast_shapes, normalize_axis
 from .base import as_operands, zero_grad
+from .elementwise import add
 
 _INT = np.dtype(np.int64)
 
@@ -332,6 +333,11 @@ def broadcast_to(x, shape):
     return BroadcastTo()(x, *dims)
 
 
+def zeros_shaped_like(x: Variable, dtype=None) -> Variable:
+    """Zeros with x's shape, as a broadcast of one zero (creation's `zeros_like` is built on this layer)."""
+    return broadcast_to(Constant(np.zeros((), dtype or x.dtype)), shape_tuple(x))
+
+
 def reduce_to(g: Variable, shape: Sequence) -> Variable:
     """g summed over the axes along which `shape` was broadcast to g's shape."""
     dims = as_shape_inputs(tuple(shape), "reduce_to")
@@ -345,12 +351,9 @@ def broadcast_arrays(*xs):
     xs = as_operands(*xs)
     shape = broadcast_shapes(*(x.type.shape for x in xs), op="broadcast_arrays")
     if None in shape:
-        from .creation import zeros_like
-        from .elementwise import add
-
         common = xs[0]
-        for x in xs[1:]:
-            common = add(zeros_like(common, dtype=np.bool_), zeros_like(x, dtype=np.bool_))
+        for x in xs[1:]:  # the common extents at run time, from a sum of zeros shaped like the operands
+            common = add(zeros_shaped_like(common, np.bool_), zeros_shaped_like(x, np.bool_))
         return [broadcast_to(x, shape_tuple(common)) for x in xs]
     return [broadcast_to(x, shape) for x in xs]
 
@@ -417,9 +420,7 @@ class SplitLike(Op):
         return tuple(np.split(g, cuts, axis=self.axis))
 
     def pullback(self, inputs, outputs, grads):
-        from .creation import zeros_like
-
-        pieces = [g if not _is_zero(g) else zeros_like(o) for g, o in zip(grads, outputs)]
+        pieces = [g if not _is_zero(g) else zeros_shaped_like(o) for g, o in zip(grads, outputs)]
         return [concatenate(pieces, axis=self.axis)] + [zero_grad(r) for r in inputs[1:]]
 
 

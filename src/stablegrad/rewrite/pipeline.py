@@ -5,25 +5,78 @@
 Each phase is one linear bottom-up pass (`engine.Rebuilder`) that also merges
 duplicate subgraphs and folds constants.  `recognise` is the value-preserving
 prefix that `grad` runs before differentiating.
+
+Ops with a body — user composites and loops — get their bodies recognised by the two
+rules below (`BODY_RULES`), which recurse into this pipeline (a body is recognised like any
+graph); that is why they live here.  A library SymbolicOp has no such rule: its body
+is only ever seen after stabilize.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from ..graph.basic import Op, Variable, substitute
+from ..graph.basic import Apply, Op, Variable, substitute
+from ..ops.composite import OpFromGraph
+from ..ops.scan import Scan
 from . import canonicalize, specialize, stabilize
-from .engine import ChangeLog, Phase, Rebuilder, Rewrite
+from .engine import ChangeLog, Kind, Phase, Rebuilder, Rewrite, active_log, rewrite
 
 #: rounds of `specialize.lift_shape_only` (each a linear pass; a deeper chain of broadcasts read
 #: only for their shape keeps the rest)
 SHAPE_LIFTS = 4
 
+
+# -- ops with a body ----------------------------------------------------------------------------------
+@rewrite(Phase.STABILIZE, Kind.RECOGNITION, OpFromGraph)
+def composite_body_recognised(node):
+    """A user composite whose body has naive formulas → the same composite with a recognised body."""
+    op = node.op
+    rewritten = _recognised_body(op, op.inputs, op.outputs, lambda body: op.with_body(op.inputs, body))
+    if rewritten is op:
+        return None
+    outputs = rewritten(*node.inputs)
+    return [outputs] if isinstance(outputs, Variable) else list(outputs)
+
+
+@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Scan)
+def scan_body_recognised(node):
+    """A loop whose step has naive formulas → the same loop with a recognised step (so its gradient is stable)."""
+    op = node.op
+    rewritten = _recognised_body(op, op.inner.inputs, op.inner.outputs, op.with_body)
+    if rewritten is op:
+        return None
+    return list(Apply(rewritten, node.inputs, [o.type for o in node.outputs], node.location).outputs)
+
+
+def _recognised_body(op, inputs, outputs, rebuild_op):
+    """The op with its body recognised (the op itself when nothing changed), cached on the op.
+
+    The body's changes are logged into the running pass's log every time, so
+    `explain` shows them however often the op is compiled.
+    """
+    cached = getattr(op, "_recognised", None)
+    if cached is None:
+        changes = ChangeLog()
+        body = recognise(outputs, keep=inputs, log=changes)
+        unchanged = all(a is b for a, b in zip(body, outputs))
+        rewritten = op if unchanged else rebuild_op(body)
+        cached = op._recognised = (rewritten, changes.changes)
+        rewritten._recognised = (rewritten, [])
+    log = active_log()
+    if log is not None:
+        log.changes.extend(cached[1])
+    return cached[0]
+
+
+BODY_RULES = (composite_body_recognised, scan_body_recognised)
+
+
 PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
     (Phase.CANONICALIZE, canonicalize.RULES),
     # the normal forms stay in force while recognising: a freshly recognised
     # `expand_dims(logsumexp(x))` must read as `logsumexp(x, keepdims=True)` to its parent
-    (Phase.STABILIZE, canonicalize.RULES + stabilize.RULES),
+    (Phase.STABILIZE, canonicalize.RULES + stabilize.RULES + BODY_RULES),
     (Phase.SPECIALIZE, specialize.RULES),
 )
 

@@ -19,7 +19,6 @@ from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, W
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.stable import LogSumExp
-from .bodies import BODY_RULES
 from .engine import Kind, Phase, rewrite
 from .patterns import add_terms, constant_value, fits, is_constant, is_negation, negate, owner
 
@@ -490,5 +489,4 @@ RULES = (
     xlogy_from_naive,
     log_erfc_from_naive,
     sum_of_logs_from_log_of_prod,
-    *BODY_RULES,
 )

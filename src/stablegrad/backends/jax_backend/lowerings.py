@@ -85,7 +85,7 @@ UFUNCS: dict[type, Callable] = {
     elementwise.Subtract: jnp.subtract,
     elementwise.Multiply: jnp.multiply,
     elementwise.Divide: jnp.true_divide,
-    elementwise.Power: jnp.power,
+    math_ops.Power: jnp.power,
     elementwise.FloorDivide: jnp.floor_divide,
     elementwise.Mod: jnp.remainder,
     elementwise.Maximum: jnp.maximum,

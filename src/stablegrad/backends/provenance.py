@@ -23,9 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import NonFiniteError, format_location
-from ..graph.basic import Apply, Variable
+from ..graph import hooks
+from ..graph.basic import Apply, Variable, toposort
 from ..graph.printing import expression
+from ..ops.base import Elementwise
 from ..rewrite.engine import Change, Kind
+from .numpy_loops import body_program
 
 _OVERFLOWING = {
     "exp",
@@ -116,16 +119,15 @@ _HINTS = {
 
 def primitive_of(change: Change) -> str | None:
     """`sg.logsumexp` for a change whose result is `logsumexp(...)`."""
-    import stablegrad
-
+    api = hooks.public_api.get()
     head = change.after.split("(", 1)[0].strip()
     if not head.isidentifier():
         return None
-    if hasattr(stablegrad, head) and callable(getattr(stablegrad, head)):
+    if callable(getattr(api, head, None)):
         return f"sg.{head}"
     squashed = head.replace("_", "")  # an op's name (log_sum_exp) for the function's (logsumexp)
-    for name in dir(stablegrad):
-        if name.replace("_", "") == squashed and callable(getattr(stablegrad, name)):
+    for name in dir(api):
+        if name.replace("_", "") == squashed and callable(getattr(api, name)):
             return f"sg.{name}"
     return None
 
@@ -151,7 +153,7 @@ class _Source:
 
 
 def trace(program, values: Sequence[np.ndarray], bad_outputs: Sequence[int] | None = None) -> Finding | None:
-    """Run `program` (a numpy_backend.Program) on `values`; the source of the non-finite outputs, or None.
+    """Run `program` (a `numpy_program.Program`) on `values`; the source of the non-finite outputs, or None.
 
     `bad_outputs` are positions in the program's outputs to trace from (default:
     every output that has a non-finite entry its inputs did not already have).
@@ -237,7 +239,7 @@ def _earliest_source(program, bad_slots, nonfinite, producer, sources) -> _Sourc
 
 def _inside_loop(op, args: list) -> Finding | None:
     """Re-run a blamed loop step by step with the checking executor; the culprit inside its body."""
-    program = op.inner.program()
+    program = body_program(op.inner)
     n_carry, n_xs = op.n_carry, op.n_xs
     carry = list(args[:n_carry])
     xs = args[n_carry : n_carry + n_xs]
@@ -300,8 +302,6 @@ def _operands_at_first_bad(node: Apply, args: list, out, nan: bool) -> tuple | N
     """The operand values at the first entry where the output went bad (elementwise ops only)."""
     if out is None or out.dtype.kind not in "fc":
         return None
-    from ..ops.base import Elementwise
-
     bad = np.isnan(out) if nan else np.isinf(out)
     if not isinstance(node.op, Elementwise) or not bad.any():
         return None
@@ -335,6 +335,4 @@ class CheckedProgram:
 
 
 def _ancestors_in(program, outputs: Sequence[Variable]) -> set[int]:
-    from ..graph.basic import toposort
-
     return {id(n) for n in toposort(outputs)}

@@ -186,7 +186,7 @@ def evaluate(
     """`outputs` of the graph as written, at `dps` decimal digits, for these input values.
 
     >>> import numpy as np, stablegrad as sg
-    >>> from stablegrad.backends.mpmath_backend import evaluate, to_float
+    >>> from stablegrad.audit.mpmath_eval import evaluate, to_float
     >>> x = sg.vector("x")
     >>> naive = sg.log(sg.sum(sg.exp(x)))
     >>> [value] = evaluate([x], [naive], [np.array([1000.0, 1000.0])], dps=30)
@@ -219,7 +219,7 @@ def _register() -> None:
         (ew.Subtract, "subtract"),
         (ew.Multiply, "multiply"),
         (ew.Divide, "divide"),
-        (ew.Power, "power"),
+        (m.Power, "power"),
         (ew.FloorDivide, "floor_divide"),
         (ew.Mod, "mod"),
         (ew.Maximum, "maximum"),

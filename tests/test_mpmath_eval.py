@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import stablegrad as sg
-from stablegrad.backends.mpmath_backend import MPMATH_IMPLEMENTATIONS, evaluate, to_float
+from stablegrad.audit.mpmath_eval import MPMATH_IMPLEMENTATIONS, evaluate, to_float
 
 mpmath = pytest.importorskip("mpmath")
 
@@ -96,7 +96,7 @@ def test_mpmath_integer_and_shape_ops_stay_exact():
 
 
 def test_mpmath_registry_covers_every_plain_op():
-    from stablegrad.backends.mpmath_backend import _register_once
+    from stablegrad.audit.mpmath_eval import _register_once
     from stablegrad.ops import elementwise, math
 
     _register_once()

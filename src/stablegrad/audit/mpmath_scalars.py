@@ -1,7 +1,7 @@
 """Scalar semantics of the mpmath evaluator: extended-real arithmetic over mpf numbers.
 
 `scalar_ops()` maps a function name to a scalar implementation with the
-conventions of `mpmath_backend` (IEEE extended reals without overflow), and
+conventions of `mpmath_eval` (IEEE extended reals without overflow), and
 `elementwise(name)` lifts one over broadcast object arrays.  mpmath is imported
 lazily: it is needed by the audit only.
 """

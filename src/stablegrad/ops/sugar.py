@@ -1,0 +1,68 @@
+"""The functions behind `Variable`'s operators and methods, gathered in one namespace.
+
+`graph` sits below `ops` and cannot import it, so `stablegrad.ops` registers this module
+as `graph.hooks.tensor_functions` (whose protocol lists what it must hold).
+"""
+
+from .elementwise import (
+    abs,
+    add,
+    astype,
+    divide,
+    equal,
+    floor_divide,
+    greater,
+    greater_equal,
+    invert,
+    less,
+    less_equal,
+    logical_and,
+    logical_not,
+    logical_or,
+    mod,
+    multiply,
+    negative,
+    not_equal,
+    subtract,
+)
+from .indexing import AtIndexer as at
+from .indexing import getitem
+from .linalg import matmul
+from .math import power
+from .reduction import max, mean, min, prod, sum
+from .shape import reshape, shape_tuple, size, transpose
+
+__all__ = [
+    "abs",
+    "add",
+    "astype",
+    "at",
+    "divide",
+    "equal",
+    "floor_divide",
+    "getitem",
+    "greater",
+    "greater_equal",
+    "invert",
+    "less",
+    "less_equal",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "matmul",
+    "max",
+    "mean",
+    "min",
+    "mod",
+    "multiply",
+    "negative",
+    "not_equal",
+    "power",
+    "prod",
+    "reshape",
+    "shape_tuple",
+    "size",
+    "subtract",
+    "sum",
+    "transpose",
+]
