@@ -29,6 +29,20 @@ def test_mpmath_naive_logsumexp_is_exact_past_the_float_range():
             assert abs(got - term / total) < mpmath.mpf(10) ** -45
 
 
+def test_logcumsumexp_is_evaluated_exactly_by_its_own_rule():
+    from stablegrad.ops.stable import LogCumSumExp
+
+    x = sg.matrix("x")
+    data = np.array([[1000.0, -3.0, 2.0], [-40.0, -1000.0, 7.0]])
+    (value,) = evaluate([x], [sg.logcumsumexp(x, axis=1)], [data], dps=60)
+    assert LogCumSumExp in MPMATH_IMPLEMENTATIONS
+    with mpmath.workdps(60):
+        for row, got in zip(data, value):
+            for k in range(len(row)):
+                exact = mpmath.log(mpmath.fsum(mpmath.exp(mpmath.mpf(v)) for v in row[: k + 1]))
+                assert abs(got[k] - exact) < mpmath.mpf(10) ** -55
+
+
 @pytest.mark.parametrize(
     ("build", "data", "expected"),
     [

@@ -16,9 +16,10 @@ from .errors import GradientError, attributed_to
 from .graph import hooks
 from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, toposort
 from .ops.base import Elementwise
-from .ops.creation import ones_like, zeros_like
+from .ops.creation import ones_like, zeros, zeros_like
 from .ops.elementwise import astype
-from .ops.shape import reduce_to, shape_tuple
+from .ops.reduction import sum as sum_
+from .ops.shape import reduce_to, reshape, shape_tuple, stack
 from .rewrite import recognise_for_grad
 
 
@@ -155,8 +156,6 @@ def jacobian(y: Variable, x, disconnected: str = "zero"):
 
     Built from one gradient per entry of y, so it suits small outputs.
     """
-    from .ops.shape import reshape, stack
-
     if None in y.type.shape:
         raise GradientError(f"jacobian: the output's shape {y.type.shape} must be known statically")
     single = isinstance(x, Variable)
@@ -167,8 +166,6 @@ def jacobian(y: Variable, x, disconnected: str = "zero"):
     result = []
     for j, w in enumerate(xs):
         if n == 0:
-            from .ops.creation import zeros
-
             result.append(zeros(y.type.shape + tuple(shape_tuple(w)), dtype=w.dtype))
             continue
         stacked = stack([row[j] for row in rows])
@@ -181,8 +178,6 @@ def hessian_vector_product(cost: Variable, wrt, vector, disconnected: str = "rai
 
     `vector` has the structure of `wrt` (one tensor, or a list of them).
     """
-    from .ops.reduction import sum as sum_
-
     single = isinstance(wrt, Variable)
     ws = [wrt] if single else list(wrt)
     vs = [vector] if single else list(vector)

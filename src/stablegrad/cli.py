@@ -15,6 +15,12 @@ import argparse
 import sys
 import time
 
+from .audit import audit
+from .audit.loader import load_function, parse_input
+from .audit.model import AuditError, check_dtypes
+from .demo import run_demo
+from .errors import StableGradError
+
 EXIT_STABLE, EXIT_UNSTABLE, EXIT_USAGE = 0, 1, 2
 
 
@@ -25,14 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="audit a naive model with and without recognition, and explain the fix")
     demo.add_argument("--fast", action="store_true", help="float64 only (quicker)")
-    audit = commands.add_parser(
+    audit_command = commands.add_parser(
         "audit",
         help="sweep a model over hard inputs against a high-precision reference",
         description="Sweep every float input over hard scenarios, compare value and gradient with an mpmath "
         "reference, and name the source line of each failure. Exit 0: stable, 1: unstable, 2: bad input.",
     )
-    audit.add_argument("model", help="path/to/model.py:function (or package.module:function) that builds the graph")
-    audit.add_argument(
+    audit_command.add_argument(
+        "model", help="path/to/model.py:function (or package.module:function) that builds the graph"
+    )
+    audit_command.add_argument(
         "--input",
         "-i",
         action="append",
@@ -40,24 +48,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=DTYPE[SHAPE]",
         help="one per parameter of the function, e.g. x=float64[3,5] (a scalar: x=float64)",
     )
-    audit.add_argument(
+    audit_command.add_argument(
         "--dtypes",
         default=None,
         help="float dtypes to audit, comma-separated (default: the float dtypes of the inputs)",
     )
-    audit.add_argument(
+    audit_command.add_argument(
         "--no-recognition",
         action="store_true",
         help="audit the formulas exactly as written (no recognition rewrites), as sg.function(..., recognition=False)",
     )
-    audit.add_argument("--json", action="store_true", help="print the report as JSON")
-    audit.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    audit.add_argument("--debug", action="store_true", help="show tracebacks")
+    audit_command.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit_command.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    audit_command.add_argument("--debug", action="store_true", help="show tracebacks")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from .demo import run_demo
-        from .errors import StableGradError
-
         try:
             return run_demo(fast=args.fast)
         except StableGradError as exc:  # mpmath missing, most likely
@@ -67,8 +72,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _audit(args) -> int:
-    from .errors import StableGradError
-
     try:
         report = _run_audit(args)
     except StableGradError as exc:
@@ -89,10 +92,6 @@ def _audit(args) -> int:
 
 
 def _run_audit(args):
-    from .audit import audit
-    from .audit.loader import load_function, parse_input
-    from .audit.model import AuditError, check_dtypes
-
     inputs = {}
     for text in args.input:
         name, spec = parse_input(text)

@@ -20,6 +20,8 @@ from collections import Counter
 
 import stablegrad as sg
 
+from .audit.loader import load_function
+
 MODEL = '''\
 import stablegrad as sg
 
@@ -38,8 +40,6 @@ INPUTS = {"trans_logits": "float64[3,3]", "log_b": "float64[6,3]"}
 
 
 def run_demo(fast: bool = False) -> int:
-    from .audit.loader import load_function
-
     started = time.perf_counter()
     dtypes = ("float64",) if fast else ("float64", "float32")
     with tempfile.TemporaryDirectory() as directory:

@@ -8,12 +8,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..autodiff import grad
 from ..backends.provenance import Finding, advice_at, trace
+from ..compile.function import function
 from ..errors import StableGradError
 from ..graph.basic import Constant, Variable, toposort
+from ..graph.printing import expression
+from ..ops.reduction import sum as sum_
 from ..rewrite.engine import Change, Kind
 from .model import AuditError, Model, Target, _CannotRetype, check_dtypes
-from .mpmath_eval import Evaluator
+from .mpmath_eval import Evaluator, to_float
 from .reference import DEFAULT_TOLERANCE, compare, dps_for, scale_of, weights_for
 from .report import AuditReport, Cell, Row
 from .scenarios import Scenario, scenarios_for
@@ -117,9 +121,6 @@ class _Plan:
     _changes: list[Change] | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        from ..autodiff import grad
-        from ..compile.function import function
-
         m = self.model
         self.wrt = [v for v in m.inputs if v.dtype.kind == "f"]
         self.cost = _weighted_cost(m.outputs, self.dtype)
@@ -135,24 +136,18 @@ class _Plan:
 
     def reference_graph(self) -> list[Variable]:
         """The outputs and the gradient of the formulas as written (no recognition)."""
-        from ..autodiff import grad
-
         if not self.wrt or self.gradient_error:
             return list(self.model.outputs)
         return list(self.model.outputs) + list(grad(self.cost, self.wrt, disconnected="zero", recognition=False))
 
     def formula_at(self, location) -> str | None:
         """The outermost formula the user wrote at `location` (what a gradient node differentiates)."""
-        from ..graph.printing import expression
-
         nodes = [n for n in toposort(self.model.outputs, stop=self.model.inputs) if n.location == location]
         return expression(nodes[-1].outputs[0]) if nodes else None
 
     def recognition_changes(self) -> list[Change]:
         """What recognition rewrites in the value graph (done already when recognition is on)."""
         if self._changes is None:
-            from ..compile.function import function
-
             log = self.function.changes if self.recognition else None
             if log is None:
                 log = function(self.model.inputs, list(self.model.outputs), recognition=True).changes
@@ -162,8 +157,6 @@ class _Plan:
 
 def _weighted_cost(outputs: list[Variable], dtype: np.dtype) -> Variable:
     """sum_i sum(w_i · output_i): one scalar whose gradient is a fixed vector-Jacobian product."""
-    from ..ops.reduction import sum as sum_
-
     cost = None
     for i, out in enumerate(outputs):
         w = weights_for(tuple(n or 1 for n in out.type.shape), seed=i)
@@ -245,8 +238,6 @@ def _explain_row(row: Row, plan: _Plan, args: list, scenario: Scenario) -> None:
 
 
 def _past_range(exact: list, dtype: np.dtype) -> bool:
-    from .mpmath_eval import to_float
-
     for e in exact:
         values = np.asarray(e, dtype=object).ravel()
         finite = np.array([bool(v == v and abs(v) != float("inf")) for v in values], dtype=bool)

@@ -21,10 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compile.function import Function
 from ..errors import StableGradError
 from ..graph.basic import Apply, Constant, Variable, graph_inputs, toposort
 from ..graph.inputs import tensor
 from ..graph.types import TensorType
+from ..ops.composite import OpFromGraph
+from ..ops.scan import Scan
 from .scenarios import InputSpec
 
 #: the extent given to an axis whose length is known neither statically nor from an example
@@ -101,8 +104,6 @@ class Target:
     """A model to audit, independent of how it was given."""
 
     def __init__(self, target, inputs=None, examples: Mapping | None = None, recognition: bool | None = None):
-        from ..compile.function import Function
-
         self.examples = dict(examples or {})
         self._fixed: Model | None = None
         self._builder: Callable | None = None
@@ -244,9 +245,6 @@ class _CannotRetype(AuditError):
 
 def retype(model: Model, dtype: np.dtype) -> Model:
     """The same graph with float inputs and float constants in `dtype` (nodes rebuilt, types re-inferred)."""
-    from ..ops.composite import OpFromGraph
-    from ..ops.scan import Scan
-
     mapping: dict[int, Variable] = {}
     new_inputs = []
     for v in model.inputs:

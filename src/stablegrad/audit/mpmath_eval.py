@@ -29,6 +29,10 @@ import numpy as np
 
 from ..errors import StableGradError
 from ..graph.basic import Apply, Constant, Op, Variable, toposort
+from ..ops.composite import OpFromGraph, SymbolicOp, body_of
+from ..ops.scan import Scan
+from ..ops.stable import _common
+from ..ops.stable.logsumexp import LogCumSumExp
 from .mpmath_scalars import _mpmath, _objects, elementwise, scalar_ops
 
 #: op class -> impl(op, *values) returning one value or a tuple (one per output)
@@ -129,9 +133,6 @@ class Evaluator:
         raise StableGradError(f"mpmath evaluator: no value for input {v.name or v!r}")
 
     def apply(self, op: Op, node: Apply, args: list):
-        from ..ops.composite import OpFromGraph, SymbolicOp, body_of
-        from ..ops.scan import Scan
-
         impl = MPMATH_IMPLEMENTATIONS.get(type(op))
         if impl is not None:
             return impl(op, *args)
@@ -208,6 +209,7 @@ def _register_once() -> None:
 
 
 def _register() -> None:
+    # short names for the op modules, local to this table
     from ..ops import creation, indexing, linalg
     from ..ops import elementwise as ew
     from ..ops import math as m
@@ -297,16 +299,8 @@ def _register() -> None:
 
 def _register_stable() -> None:
     """The stable family's few primitive (non-composite) ops."""
-    try:
-        from ..ops.stable import _common, logsumexp
-    except ImportError:  # pragma: no cover - while the stable family lands
-        return
-    if hasattr(_common, "MaxShift"):
-        MPMATH_IMPLEMENTATIONS[_common.MaxShift] = lambda op, x: _extremum(
-            "maximum", op, x, scalar_ops()["mpf"]("-inf")
-        )
-    if hasattr(logsumexp, "LogCumSumExp"):
-        MPMATH_IMPLEMENTATIONS[logsumexp.LogCumSumExp] = _logcumsumexp
+    MPMATH_IMPLEMENTATIONS[_common.MaxShift] = lambda op, x: _extremum("maximum", op, x, scalar_ops()["mpf"]("-inf"))
+    MPMATH_IMPLEMENTATIONS[LogCumSumExp] = _logcumsumexp
 
 
 def _logcumsumexp(op, x):

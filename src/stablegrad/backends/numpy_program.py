@@ -21,6 +21,7 @@ from ..errors import ExecutionError, StableGradError
 from ..graph.basic import Apply, Constant, Op, Variable, toposort
 from ..ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Negative, Subtract
 from ..ops.math import Exp, Log, Log1p
+from ..ops.shape import ShapeDim
 from .numpy_fused import FUSED
 
 #: ops whose `perform` is exactly one NumPy ufunc call: the backend calls the ufunc itself,
@@ -255,8 +256,6 @@ def _schedule(nodes: list[Apply]) -> list[Apply]:
     A `ShapeDim` only reads its operand's shape; running it early lets the operand
     be freed as soon as its real readers are done.
     """
-    from ..ops.shape import ShapeDim
-
     early: dict[int, list[Apply]] = {}
     rest: list[Apply] = []
     for node in nodes:

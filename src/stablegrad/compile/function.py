@@ -17,12 +17,26 @@ from ..rewrite.pipeline import optimize
 
 
 class Function:
-    """A compiled graph.  Call it with one array per input; it returns arrays.
+    """`sg.function(inputs, outputs)`: `outputs` (one variable or a list) compiled as a function of `inputs`.
 
-    Arguments are checked before anything runs: their number, and for each its
-    rank, dtype kind and every statically known extent.  Arrays of a different
-    dtype of the same kind (float64 data for a float32 input) are cast; a float
-    array for an integer input is an error.
+    Call it with one array per input; it returns arrays.  Arguments are checked
+    before anything runs: their number, and for each its rank, dtype kind and every
+    statically known extent.  Arrays of a different dtype of the same kind (float64
+    data for a float32 input) are cast; a float array for an integer input is an error.
+
+    `recognition=False` keeps the formulas exactly as written.  `check_finite=True` is
+    a debug mode: a call whose outputs pick up an inf or NaN that the inputs did not
+    have raises `NonFiniteError` naming the node that first produced it (from finite
+    operands), its source line, and the stable primitive that would fix it.
+
+    `backend="jax"` compiles the whole graph into one `jax.jit` function (needs the
+    `jax` extra); with it, `shard={x: 0}` splits input x along axis 0 over all JAX devices.
+
+    >>> import numpy as np, stablegrad as sg
+    >>> x = sg.vector("x")
+    >>> f = sg.function([x], sg.sum(sg.exp(x)))
+    >>> float(f(np.zeros(3)))
+    3.0
     """
 
     @paused_gc  # compiling builds a graph of long-lived objects; see paused_gc
@@ -70,31 +84,8 @@ class Function:
         return results[0] if self._single else results
 
 
-def function(
-    inputs: Sequence[Variable],
-    outputs,
-    backend: str = "numpy",
-    recognition: bool = True,
-    shard=None,
-    check_finite: bool = False,
-) -> Function:
-    """Compile `outputs` (one variable or a list) as a function of `inputs`.
-
-    `check_finite=True` is a debug mode: a call whose outputs pick up an inf or NaN
-    that the inputs did not have raises `NonFiniteError` naming the node that first
-    produced it (from finite operands), its source line, and the stable primitive
-    that would fix it.  `recognition=False` keeps the formulas exactly as written.
-
-    `backend="jax"` compiles the whole graph into one `jax.jit` function (needs the
-    `jax` extra); with it, `shard={x: 0}` splits input x along axis 0 over all JAX devices.
-
-    >>> import numpy as np, stablegrad as sg
-    >>> x = sg.vector("x")
-    >>> f = sg.function([x], sg.sum(sg.exp(x)))
-    >>> float(f(np.zeros(3)))
-    3.0
-    """
-    return Function(inputs, outputs, backend=backend, recognition=recognition, shard=shard, check_finite=check_finite)
+#: `sg.function(inputs, outputs, ...)`: the NumPy-style lower-case name users call
+function = Function
 
 
 def _advice_for(f: Function):

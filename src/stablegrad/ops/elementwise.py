@@ -12,6 +12,7 @@ from typing import final
 
 import numpy as np
 
+from ..errors import DTypeError
 from ..graph.basic import READS_NOTHING, READS_OUTPUTS, Reads, Variable
 from .base import Cast as Cast  # casts belong to this family; defined in base, which needs them for operands
 from .base import Elementwise, as_operands, astype, zero_grad
@@ -393,6 +394,4 @@ def clip(x, a_min, a_max):
 
 def invert(x):
     """Bitwise not is not supported; `~` on a boolean tensor is logical_not."""
-    from ..errors import DTypeError
-
     raise DTypeError(f"invert: `~` needs a boolean tensor, got {x.type}")

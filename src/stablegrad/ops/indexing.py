@@ -17,9 +17,11 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..graph.basic import Constant, Op, Reads, Variable
-from ..graph.types import Shape, TensorType, broadcast_shapes
+from ..graph.types import Shape, TensorType, broadcast_shapes, normalize_axis
 from .base import as_operands, as_tensor, zero_grad
-from .shape import reduce_to, shape_tuple
+from .creation import arange, full, zeros_like
+from .elementwise import equal, where
+from .shape import reduce_to, reshape, shape_tuple, size
 
 ARRAY = "array"
 
@@ -108,7 +110,6 @@ class Index(Op):
 
     def pullback(self, inputs, outputs, grads):
         x, arrays = inputs[0], inputs[1:]
-        from .creation import zeros_like
 
         scattered = IndexUpdate(self.spec, "add")(zeros_like(x, dtype=grads[0].dtype), grads[0], *arrays)
         return [scattered] + [zero_grad(a) for a in arrays]
@@ -163,8 +164,6 @@ class IndexUpdate(Op):
         if self.mode == "set":
             gx = IndexUpdate(self.spec, "set")(g, as_tensor(np.zeros((), g.dtype)), *arrays)
             if any(a.dtype != np.bool_ for a in arrays):  # integer indices can repeat a position
-                from .elementwise import where
-
                 g_at_index = where(self._last_writes(x, g_at_index, arrays), g_at_index, 0)
         else:
             gx = g
@@ -173,10 +172,6 @@ class IndexUpdate(Op):
     def _last_writes(self, x: Variable, like: Variable, arrays) -> Variable:
         """Which entries of x[index] (shaped like `like`) are the write that stays, where the
         index repeats a position: found by the same assignment, of each entry's number."""
-        from .creation import arange, full
-        from .elementwise import equal
-        from .shape import reshape, size
-
         numbers = reshape(arange(size(like)), shape_tuple(like))
         writer = IndexUpdate(self.spec, "set")(full(shape_tuple(x), -1, np.int64), numbers, *arrays)
         return equal(Index(self.spec)(writer, *arrays), numbers)
@@ -277,9 +272,6 @@ class _AtUpdate:
 
 def take_along_axis(arr, indices, axis: int):
     """Gather entries along `axis` at `indices` (numpy.take_along_axis)."""
-    from .creation import arange
-    from .shape import reshape
-
     x, idx = as_operands(arr, indices)
     if idx.ndim != x.ndim:
         raise ShapeError(
@@ -288,7 +280,6 @@ def take_along_axis(arr, indices, axis: int):
         )
     if idx.dtype.kind not in "iu":
         raise ShapeError(f"take_along_axis: indices must be integers, got {idx.type}")
-    from ..graph.types import normalize_axis
 
     axis = normalize_axis(axis, x.ndim, "take_along_axis")[0]
     index = []

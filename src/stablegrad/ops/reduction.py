@@ -13,6 +13,7 @@ from typing import final
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Op, Reads, Variable
 from ..graph.types import TensorType, normalize_axis
 from .base import as_operands, zero_grad
@@ -209,8 +210,6 @@ def all(x, axis=None, keepdims=False):
 def _arg(kind, x, axis, keepdims):
     (x,) = as_operands(x)
     if axis is not None and not isinstance(axis, int | np.integer):
-        from ..errors import ShapeError
-
         raise ShapeError(f"{kind}: axis must be an int or None, got {axis!r}")
     axes = normalize_axis(axis, x.ndim, kind)
     return ArgExtremum(axes, bool(keepdims), kind)(x)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.basic import Apply, Constant, Variable
+from ..ops.elementwise import Add, Negative, negative
 
 
 def owner(v: Variable, *op_classes: type) -> Apply | None:
@@ -33,16 +34,12 @@ def is_constant(v: Variable, value: float) -> bool:
 
 def negate(v: Variable) -> Variable:
     """-v, without building -(-x)."""
-    from ..ops.elementwise import Negative, negative
-
     node = owner(v, Negative)
     return node.inputs[0] if node is not None else negative(v)
 
 
 def is_negation(a: Variable, b: Variable) -> bool:
     """Whether b is -a or a is -b (as nodes, not by value)."""
-    from ..ops.elementwise import Negative
-
     nb, na = owner(b, Negative), owner(a, Negative)
     return (nb is not None and nb.inputs[0] is a) or (na is not None and na.inputs[0] is b)
 
@@ -59,8 +56,6 @@ def fits(result: Variable, node: Apply) -> Variable | None:
 
 def add_terms(v: Variable) -> list[Variable]:
     """The addends of a tree of `+` (v itself when it is no sum)."""
-    from ..ops.elementwise import Add
-
     node = owner(v, Add)
     if node is None:
         return [v]

@@ -15,22 +15,17 @@ from typing import cast
 import numpy as np
 
 from ..graph.basic import Variable
+from ..ops import stable
 from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, where
-from ..ops.math import Erfc, Exp, Expm1, Log, Log1p
+from ..ops.math import Erfc, Exp, Expm1, Log, Log1p, exp, expm1, log, log1p
 from ..ops.reduction import Prod, Sum
+from ..ops.shape import ShapeDim
 from ..ops.stable import LogSumExp
 from .engine import Kind, Phase, rewrite
 from .patterns import add_terms, constant_value, fits, is_constant, is_negation, negate, owner
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
-
-
-def _st():
-    """The stable family (imported late: it is built from the ops this package also matches)."""
-    from ..ops import stable
-
-    return stable
 
 
 def _exp_argument(v: Variable) -> Variable | None:
@@ -49,7 +44,7 @@ def logsumexp_from_naive(node):
     summand = total.inputs[0]
     x = _exp_argument(summand)
     if x is not None:
-        return fits(_st().logsumexp(x, axis=axis, keepdims=keepdims), node)
+        return fits(stable.logsumexp(x, axis=axis, keepdims=keepdims), node)
     product = owner(summand, Multiply)
     if product is None:
         return None
@@ -57,14 +52,13 @@ def logsumexp_from_naive(node):
         x = _exp_argument(term)
         # logsumexp broadcasts x against b as the product did; the axes must mean the same
         if x is not None and weight.ndim <= x.ndim:
-            return fits(_st().logsumexp(x, axis=axis, keepdims=keepdims, b=weight), node)
+            return fits(stable.logsumexp(x, axis=axis, keepdims=keepdims, b=weight), node)
     return None
 
 
 @rewrite(_S, _REC, LogSumExp)
 def logsumexp_with_weights_from_log(node):
     """logsumexp(log(w) + x, axis) → logsumexp(x, axis, b=w): the gradient w.r.t. a zero weight stays finite."""
-    st = _st()
     op = node.op
     if not op.plain:
         return None
@@ -74,7 +68,7 @@ def logsumexp_with_weights_from_log(node):
     for term, x in (total.inputs, total.inputs[::-1]):
         lg = owner(term, Log)
         if lg is not None and lg.inputs[0].ndim <= x.ndim:
-            return fits(st.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=lg.inputs[0]), node)
+            return fits(stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=lg.inputs[0]), node)
     return None
 
 
@@ -88,7 +82,6 @@ def log_of_sum_over_count(node):
     value = constant_value(n)
     if not (value is not None and value > 0) and not _is_count(n):
         return None
-    from ..ops.math import log
 
     return fits(log(quotient.inputs[0]) - log(n), node)
 
@@ -102,40 +95,40 @@ def softmax_from_naive(node):
     x = _exp_argument(numerator)
     if x is None or total is None or not total.op.keepdims or total.inputs[0] is not numerator:
         return None
-    return fits(_st().softmax(x, axis=total.op.axes), node)
+    return fits(stable.softmax(x, axis=total.op.axes), node)
 
 
 @rewrite(_S, _REC, Log)
 def log_softmax_from_log_of_softmax(node):
     """log(softmax(x)) → log_softmax(x)."""
-    st = _st()
-    s = owner(node.inputs[0], st.Softmax)
-    return fits(st.LogSoftmax(s.op.axes, s.op.masked)(*s.inputs), node) if s is not None else None
+    return _same_reduction_as(node, stable.Softmax, stable.LogSoftmax)
 
 
 @rewrite(_S, _REC, Subtract)
 def log_softmax_from_logsumexp(node):
     """x - logsumexp(x, axis, keepdims=True) → log_softmax(x, axis)."""
-    st = _st()
     x, lse = node.inputs
-    n = owner(lse, st.LogSumExp)
+    n = owner(lse, stable.LogSumExp)
     if n is None or n.inputs[0] is not x or not _plain_keepdims_logsumexp(n):
         return None
-    return fits(st.log_softmax(x, axis=n.op.axes), node)
+    return fits(stable.log_softmax(x, axis=n.op.axes), node)
 
 
 @rewrite(_S, _REC, Exp)
 def softmax_from_exp_log_softmax(node):
     """exp(log_softmax(x)) → softmax(x)."""
-    st = _st()
-    ls = owner(node.inputs[0], st.LogSoftmax)
-    return fits(st.Softmax(ls.op.axes, ls.op.masked)(*ls.inputs), node) if ls is not None else None
+    return _same_reduction_as(node, stable.LogSoftmax, stable.Softmax)
+
+
+def _same_reduction_as(node, source, target):
+    """`target` over the axes and mask of node's operand, when that operand is a `source` node."""
+    s = owner(node.inputs[0], source)
+    return fits(target(s.op.axes, s.op.masked)(*s.inputs), node) if s is not None else None
 
 
 @rewrite(_S, _REC, Negative)
 def softmax_cross_entropy_from_naive(node):
     """-sum(labels * log_softmax(x), axis) → softmax_cross_entropy(x, labels, axis)."""
-    st = _st()
     total = owner(node.inputs[0], Sum)
     if total is None or total.op.keepdims or len(total.op.axes) != 1:
         return None
@@ -143,10 +136,10 @@ def softmax_cross_entropy_from_naive(node):
     if product is None:
         return None
     for labels, term in (product.inputs, product.inputs[::-1]):
-        ls = owner(term, st.LogSoftmax)
+        ls = owner(term, stable.LogSoftmax)
         matches = ls is not None and len(ls.inputs) == 1 and _single_axis(ls.op) == total.op.axes[0]
         if matches and labels.type == term.type:
-            return fits(st.softmax_cross_entropy(ls.inputs[0], labels, axis=total.op.axes[0]), node)
+            return fits(stable.softmax_cross_entropy(ls.inputs[0], labels, axis=total.op.axes[0]), node)
     return None
 
 
@@ -157,7 +150,6 @@ def exp_of_sum_from_product_of_exps(node):
     a, b = (_exp_argument(v) for v in node.inputs)
     if a is None or b is None:
         return None
-    from ..ops.math import exp
 
     return fits(exp(a + b if isinstance(node.op, Multiply) else a - b), node)
 
@@ -177,7 +169,7 @@ def logaddexp_from_naive(node):
         return None
     result = arguments[0]
     for x in arguments[1:]:
-        result = _st().logaddexp(result, x)
+        result = stable.logaddexp(result, x)
     return fits(result, node)
 
 
@@ -189,11 +181,9 @@ def _log_of_term(t: Variable) -> Variable | None:
     total = owner(t, Sum)
     if total is not None:
         x, op = _exp_argument(total.inputs[0]), cast(Sum, total.op)
-        return _st().logsumexp(x, axis=op.axes, keepdims=op.keepdims) if x is not None else None
+        return stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims) if x is not None else None
     value = constant_value(t)
     if value is not None and value > 0:
-        from ..ops.math import log
-
         return log(t)
     return None
 
@@ -203,7 +193,6 @@ def exp_of_masked_from_masked_exp(node):
     """where(mask, exp(x), 0) → exp(where(mask, x, -inf)) (either branch): a masked exp the
     recognisers can see through, so a masked softmax or logsumexp written out is stable too."""
     c, a, b = node.inputs
-    from ..ops.math import exp
 
     x = _exp_argument(a)
     if x is not None and is_constant(b, 0.0):
@@ -222,8 +211,6 @@ def exp_of_masked_from_exp_times_mask(node):
         cast = owner(m, Cast)
         mask = m if m.dtype == np.bool_ else cast.inputs[0] if cast is not None else None
         if x is not None and mask is not None and mask.dtype == np.bool_:
-            from ..ops.math import exp
-
             return fits(exp(where(mask, x, -np.inf)), node)
     return None
 
@@ -235,15 +222,13 @@ def logdiffexp_from_naive(node):
     if difference is None:
         return None
     a, b = (_exp_argument(v) for v in difference.inputs)
-    return fits(_st().logdiffexp(a, b), node) if a is not None and b is not None else None
+    return fits(stable.logdiffexp(a, b), node) if a is not None and b is not None else None
 
 
 # -- log1p, expm1, softplus, log1mexp ------------------------------------------------------------------
 @rewrite(_S, _REC, Log)
 def log1p_from_naive(node):
     """log(1 + x) → log1p(x); log(1 - x) → log1p(-x)."""
-    from ..ops.math import log1p
-
     inner = node.inputs[0]
     total = owner(inner, Add)
     if total is not None:
@@ -259,8 +244,6 @@ def log1p_from_naive(node):
 @rewrite(_S, _REC, Subtract, Add)
 def expm1_from_naive(node):
     """exp(x) - 1 → expm1(x) (also -1 + exp(x))."""
-    from ..ops.math import expm1
-
     a, b = node.inputs
     minus_one = -1.0 if isinstance(node.op, Add) else 1.0
     for e, one in ((a, b), (b, a)) if isinstance(node.op, Add) else ((a, b),):
@@ -276,10 +259,10 @@ def softplus_from_log1p_exp(node):
     inner = node.inputs[0]
     x = _exp_argument(inner)
     if x is not None:
-        return fits(_st().softplus(x), node)
+        return fits(stable.softplus(x), node)
     neg = owner(inner, Negative)
     x = _exp_argument(neg.inputs[0]) if neg is not None else None
-    return fits(_st().log1mexp(x), node) if x is not None else None
+    return fits(stable.log1mexp(x), node) if x is not None else None
 
 
 @rewrite(_S, _REC, Log)
@@ -290,7 +273,7 @@ def inverse_softplus_from_log_expm1(node):
     if e is None:
         return None
     x = e.inputs[0]
-    return fits(x + _st().log1mexp(negate(x)), node)
+    return fits(x + stable.log1mexp(negate(x)), node)
 
 
 @rewrite(_S, _REC, Log)
@@ -298,7 +281,7 @@ def log1mexp_from_log_neg_expm1(node):
     """log(-expm1(x)) → log1mexp(x)."""
     neg = owner(node.inputs[0], Negative)
     e = owner(neg.inputs[0], Expm1) if neg is not None else None
-    return fits(_st().log1mexp(e.inputs[0]), node) if e is not None else None
+    return fits(stable.log1mexp(e.inputs[0]), node) if e is not None else None
 
 
 # -- sigmoid family ----------------------------------------------------------------------------------
@@ -321,44 +304,39 @@ def sigmoid_from_naive(node):
     if y is None:
         return None
     if _exp_argument(numerator) is y:
-        return fits(_st().sigmoid(y), node)
-    s = _st().sigmoid(negate(y))
+        return fits(stable.sigmoid(y), node)
+    s = stable.sigmoid(negate(y))
     return fits(s if is_constant(numerator, 1.0) else numerator * s, node)
 
 
 @rewrite(_S, _REC, Subtract)
 def sigmoid_from_one_minus_sigmoid(node):
     """1 - sigmoid(x) → sigmoid(-x)."""
-    st = _st()
     one, s = node.inputs
-    sig = owner(s, st.Sigmoid)
-    return fits(st.sigmoid(negate(sig.inputs[0])), node) if sig is not None and is_constant(one, 1.0) else None
+    sig = owner(s, stable.Sigmoid)
+    return fits(stable.sigmoid(negate(sig.inputs[0])), node) if sig is not None and is_constant(one, 1.0) else None
 
 
 @rewrite(_S, _REC, Log)
 def log_sigmoid_from_log_of_sigmoid(node):
     """log(sigmoid(x)) → log_sigmoid(x) (and through the rules above, log(1/(1+exp(-x))), log(1-sigmoid(x)))."""
-    st = _st()
-    sig = owner(node.inputs[0], st.Sigmoid)
-    return fits(st.log_sigmoid(sig.inputs[0]), node) if sig is not None else None
+    sig = owner(node.inputs[0], stable.Sigmoid)
+    return fits(stable.log_sigmoid(sig.inputs[0]), node) if sig is not None else None
 
 
 @rewrite(_S, _REC, Negative)
 def log_sigmoid_from_negated_softplus(node):
     """-softplus(-x) → log_sigmoid(x) (so -log(1 + exp(-x)) ends there)."""
-    st = _st()
-    sp = owner(node.inputs[0], st.Softplus)
-    return fits(st.log_sigmoid(negate(sp.inputs[0])), node) if sp is not None else None
+    sp = owner(node.inputs[0], stable.Softplus)
+    return fits(stable.log_sigmoid(negate(sp.inputs[0])), node) if sp is not None else None
 
 
 @rewrite(_S, _REC, Divide)
 def exp_from_sigmoid_odds(node):
     """sigmoid(x) / sigmoid(-x) (that is, p / (1 - p) after the rule above) → exp(x)."""
-    st = _st()
-    top, bottom = (owner(v, st.Sigmoid) for v in node.inputs)
+    top, bottom = (owner(v, stable.Sigmoid) for v in node.inputs)
     if top is None or bottom is None or not is_negation(top.inputs[0], bottom.inputs[0]):
         return None
-    from ..ops.math import exp
 
     return fits(exp(top.inputs[0]), node)
 
@@ -368,17 +346,16 @@ def log_sigmoid_from_x_minus_softplus(node):
     """x - softplus(x) → log_sigmoid(x); softplus(x) - x → softplus(-x): no cancellation for large x.
 
     Also log_sigmoid(x) - log_sigmoid(-x) → x (the log-odds of a sigmoid, exactly)."""
-    st = _st()
     a, b = node.inputs
-    la, lb = owner(a, st.LogSigmoid), owner(b, st.LogSigmoid)
+    la, lb = owner(a, stable.LogSigmoid), owner(b, stable.LogSigmoid)
     if la is not None and lb is not None and is_negation(la.inputs[0], lb.inputs[0]):
         return fits(la.inputs[0], node)  # log σ(x) - log σ(-x), i.e. log(p) - log(1 - p), is x itself
-    sp = owner(b, st.Softplus)
+    sp = owner(b, stable.Softplus)
     if sp is not None and sp.inputs[0] is a:
-        return fits(st.log_sigmoid(a), node)
-    sp = owner(a, st.Softplus)
+        return fits(stable.log_sigmoid(a), node)
+    sp = owner(a, stable.Softplus)
     if sp is not None and sp.inputs[0] is b:
-        return fits(st.softplus(negate(b)), node)
+        return fits(stable.softplus(negate(b)), node)
     return None
 
 
@@ -392,7 +369,7 @@ def logit_from_naive(node):
     difference = owner(rest, Subtract)
     if difference is None or difference.inputs[1] is not p or not is_constant(difference.inputs[0], 1.0):
         return None
-    return fits(_st().logit(p), node)
+    return fits(stable.logit(p), node)
 
 
 # -- x log y, log erfc, log prod --------------------------------------------------------------------------
@@ -405,7 +382,7 @@ def xlogy_from_naive(node):
             value = constant_value(x)
             if value is not None and value != 0:
                 return None  # a non-zero constant factor needs no guard
-            return fits(_st().xlogy(x, lg.inputs[0]), node)
+            return fits(stable.xlogy(x, lg.inputs[0]), node)
     return None
 
 
@@ -413,7 +390,7 @@ def xlogy_from_naive(node):
 def log_erfc_from_naive(node):
     """log(erfc(x)) → log_erfc(x), finite where erfc(x) underflows (x > 26.5)."""
     e = owner(node.inputs[0], Erfc)
-    return fits(_st().log_erfc(e.inputs[0]), node) if e is not None else None
+    return fits(stable.log_erfc(e.inputs[0]), node) if e is not None else None
 
 
 @rewrite(_S, _REC, Log)
@@ -422,16 +399,12 @@ def sum_of_logs_from_log_of_prod(node):
     p = owner(node.inputs[0], Prod)
     if p is None or not _positive(p.inputs[0]):
         return None
-    from ..ops.math import log
 
     return fits(Sum(p.op.axes, p.op.keepdims)(log(p.inputs[0])), node)
 
 
 def _is_count(v: Variable) -> bool:
     """Whether v is a number of entries: a product of extents, perhaps cast (mean's divisor)."""
-    from ..ops.elementwise import Cast
-    from ..ops.shape import ShapeDim
-
     node = v.owner
     if node is None:
         return constant_value(v) is not None and constant_value(v) > 0  # type: ignore[operator]
@@ -443,8 +416,7 @@ def _is_count(v: Variable) -> bool:
 
 
 def _positive(v: Variable) -> bool:
-    st = _st()
-    if owner(v, Exp, st.Softplus, st.Sigmoid, st.Softmax) is not None:
+    if owner(v, Exp, stable.Softplus, stable.Sigmoid, stable.Softmax) is not None:
         return True
     value = constant_value(v)
     return value is not None and value > 0

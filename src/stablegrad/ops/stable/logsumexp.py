@@ -35,6 +35,7 @@ from ..elementwise import (
 )
 from ..math import exp, log, log1p
 from ..reduction import Sum, count
+from ..shape import ravel
 from ._common import (
     NEG_INF,
     POS_INF,
@@ -363,8 +364,6 @@ class LogCumSumExp(Op):
 
 def logcumsumexp(x, axis=None):
     """Cumulative log(sum(exp(x))) along `axis` (flattened when None, as numpy.cumsum)."""
-    from ..shape import ravel
-
     (x,), dtype = promote("logcumsumexp", x)
     if axis is not None and not isinstance(axis, int | np.integer):
         raise ShapeError(f"logcumsumexp: axis must be an int or None, got {axis!r}")
