@@ -45,7 +45,7 @@ def fused_logsumexp_grad(op: LogSumExpGrad) -> Callable:
         rest = np.add.reduce(terms, axis=axes, keepdims=True)
         ties = np.add.reduce(at_max, axis=axes, keepdims=True, dtype=terms.dtype)
         terms[at_max] = 1
-        p = np.true_divide(terms, ties + rest)
+        p = np.asarray(np.true_divide(terms, ties + rest))  # an array for a 0-d x too, to be set in place
         np.copyto(p, 0, where=np.equal(m, -np.inf))
         return p
 

@@ -24,12 +24,14 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
 from ..errors import StableGradError, format_location
 from ..graph.basic import Apply, Constant, Op, Variable
 from ..graph.printing import expression
+from .extents import Extents
 
 #: folding never produces constants larger than this (they would bloat the graph)
 FOLD_LIMIT = 4096
@@ -167,6 +169,8 @@ class Rebuilder:
         self._visited = 0
         self._depth = 0
         self.body_cache: dict[int, Op] = {}
+        #: where the extents of this pass's variables come from, to check each replacement against its formula
+        self.extents = Extents()
 
     # -- public --------------------------------------------------------------------------------
     def __call__(self, outputs: Sequence[Variable]) -> list[Variable]:
@@ -233,8 +237,12 @@ class Rebuilder:
             if replacement is None:
                 continue
             replacements = [replacement] if isinstance(replacement, Variable) else list(replacement)
-            self._count(rule)
             _check_types(rule, candidate, replacements)
+            conformed = [self.extents.conform(new, old) for new, old in zip(replacements, candidate.outputs)]
+            if any(c is None for c in conformed):
+                continue  # its extents could differ from the formula's at run time: the rule may not fire here
+            replacements = cast(list[Variable], conformed)
+            self._count(rule)
             if self.log is not None:
                 self.log.record(rule, candidate, replacements)
             # the replacement is rebuilt too, so rewrites chain; it stands for the candidate from now on

@@ -16,12 +16,10 @@ import numpy as np
 from ..graph.basic import Constant, Op, Variable, substitute, toposort
 from ..ops.base import Elementwise
 from ..ops.composite import OpFromGraph, SymbolicOp, inline
-from ..ops.elementwise import equal, where
-from ..ops.reduction import Reduction, Sum
+from ..ops.reduction import Sum
 from ..ops.shape import BroadcastTo, ReduceTo, ShapeDim, Squeeze
-from ..ops.stable.logsumexp import LogSumExp, LogSumExpGrad
-from ..ops.stable.softmax import LogSoftmax, Softmax
 from .engine import Kind, Phase, rewrite
+from .extents import broadcast_extent, extent_source, extent_sources
 
 #: which composites the target backend runs whole (not inlined); set by `pipeline.optimize`
 KEEP_WHOLE: contextvars.ContextVar[Callable[[Op], bool] | None] = contextvars.ContextVar("keep_whole", default=None)
@@ -56,52 +54,14 @@ def extent_from_operand(node):
     Pullbacks read the shapes of forward values; with unknown shapes a forward value
     can be computed for nothing else (the Hessian-vector product of logsumexp needs
     only the shape of logsumexp's result).  Asking the operands instead lets the value
-    go.  Elementwise ops: where a single operand can carry extent i (`_broadcast_source`).
+    go.  Elementwise ops: where a single operand can carry extent i (`extents.extent_source`).
     Reductions map i to the operand's axis; the stable ops without a mask keep their
     operand's shape.
     """
     v, axis, moved = node.inputs[0], node.op.axis, False
-    while (source := _extent_source(v, axis)) is not None:  # up a whole chain in one rewrite
+    while (source := extent_source(v, axis)) is not None:  # up a whole chain in one rewrite
         (v, axis), moved = source, True
     return ShapeDim(axis)(v) if moved else None
-
-
-def _extent_source(v, axis: int):
-    """(operand, its axis) that v's extent at `axis` comes from, one op up; None if unsure."""
-    owner = v.owner
-    if owner is None or v.ndim == 0:
-        return None
-    op, axis = owner.op, axis % v.ndim
-    if isinstance(op, Elementwise):
-        return _broadcast_source(owner.inputs, v.ndim, axis)
-    if isinstance(op, Reduction) or (isinstance(op, LogSumExp) and op.plain):
-        x = owner.inputs[0]
-        kept = [i for i in range(x.ndim) if i not in op.axes]
-        if op.keepdims:
-            return (x, axis) if axis in kept else None
-        return x, kept[axis]
-    if (isinstance(op, Softmax | LogSoftmax) and not op.masked) or isinstance(op, LogSumExpGrad):
-        return owner.inputs[0], axis
-    return None
-
-
-def _broadcast_source(inputs, ndim: int, axis: int):
-    """The operand (and its axis) that sets a broadcast's extent at `axis`, when only one can:
-    every other one is 1 there statically, or has no such axis.  (With two candidates it
-    takes `where(a == 1, b, a)`: nodes of their own, worth it only where the value is not
-    needed anyway, which a rule cannot see; `lift_shape_only` does that on the whole graph.)"""
-    sources = _extent_sources(inputs, ndim, axis)
-    return sources[0] if len(sources) == 1 else None
-
-
-def _extent_sources(inputs, ndim: int, axis: int) -> list[tuple[Variable, int]]:
-    """The operands (and their axes) that can set a broadcast's extent at `axis`."""
-    sources: dict[tuple[int, int], tuple[Variable, int]] = {}
-    for x in inputs:
-        k = axis - (ndim - x.ndim)
-        if k >= 0 and x.type.shape[k] != 1:
-            sources.setdefault((x.id, k), (x, k))
-    return list(sources.values())
 
 
 def lift_shape_only(outputs: list[Variable], keep: Iterable[Variable]) -> list[Variable] | None:
@@ -127,13 +87,10 @@ def lift_shape_only(outputs: list[Variable], keep: Iterable[Variable]) -> list[V
         v = node.inputs[0]
         if v.id in needed or v.owner is None or not isinstance(v.owner.op, Elementwise):
             continue
-        sources = _extent_sources(v.owner.inputs, v.ndim, op.axis % v.ndim)
+        sources = extent_sources(v.owner.inputs, v.ndim, op.axis % v.ndim)
         if len(sources) < 2:
             continue  # one source: `extent_from_operand` already asked it; none: a static 1
-        extent = ShapeDim(sources[0][1])(sources[0][0])
-        for x, k in sources[1:]:
-            extent = where(equal(extent, 1), ShapeDim(k)(x), extent)
-        replacements[node.outputs[0].id] = extent
+        replacements[node.outputs[0].id] = broadcast_extent(sources)
     return substitute(outputs, replacements) if replacements else None
 
 

@@ -190,6 +190,35 @@ def test_logsumexp_weights():
     np.testing.assert_allclose(gb, [0.0, 0.5], rtol=1e-15)
 
 
+@pytest.mark.parametrize(
+    ("x", "b", "dtype"),
+    [
+        ([0.0, 0.0], [5e-324, 1.0], np.float64),  # a subnormal weight at the max
+        ([1.0, 0.0], [5e-324, 1.0], np.float64),
+        ([1.0, 0.0], [1e-35, 1e4], np.float32),  # rest / lead past the float32 range
+        ([0.0, -1.0, 2.0], [1e-300, 1e10, 1e-300], np.float64),
+    ],
+)
+def test_logsumexp_a_tiny_weight_at_the_max_does_not_overflow(x, b, dtype):
+    x, b = np.array(x, dtype), np.array(b, dtype)
+    with mp.workdps(40):
+        exact = float(mp.log(mp.fsum(mp.mpf(float(w)) * mp.exp(mp.mpf(float(v))) for v, w in zip(x, b))))
+    tolerance = 1e-6 if dtype == np.float32 else 1e-15
+    assert run(lambda v, w: sg.logsumexp(v, b=w), x, b) == pytest.approx(exact, rel=tolerance, abs=tolerance)
+    naive = run(lambda v, w: sg.log(sg.sum(w * sg.exp(v))), x, b)  # recognised as the weighted logsumexp
+    assert naive == pytest.approx(exact, rel=tolerance, abs=tolerance)
+    assert all(np.all(np.isfinite(g)) for g in grad_of(lambda v, w: sg.logsumexp(v, b=w), x, b))
+
+
+@pytest.mark.parametrize("fn", [sg.logsumexp, sg.logmeanexp], ids=["logsumexp", "logmeanexp"])
+@pytest.mark.parametrize(("value", "gradient"), [(2.0, 1.0), (-1e300, 1.0), (-INF, 0.0)])
+def test_a_0d_input_has_its_gradient(fn, value, gradient):
+    x = sg.scalar("x")
+    f = sg.function([x], [fn(x), sg.grad(fn(x), x)])
+    out, g = f(np.float64(value))
+    assert (out, g) == (value, gradient)
+
+
 def test_logsumexp_negative_total_is_nan_without_sign():
     x, b = np.array([1.0, 2.0]), np.array([1.0, -1.0])
     with np.errstate(invalid="ignore"):

@@ -26,6 +26,7 @@ from ..elementwise import (
     equal,
     greater,
     less,
+    less_equal,
     logical_and,
     logical_not,
     maximum,
@@ -189,12 +190,16 @@ def _live(b, mask):
 
 
 def _signed_log(lead: Variable, rest: Variable) -> tuple[Variable, Variable]:
-    """(log|lead + rest|, sign(lead + rest)), through log1p(rest/lead) when that keeps a tail exact."""
+    """(log|lead + rest|, sign(lead + rest)), through log1p(rest/lead) when that keeps a tail exact.
+
+    Only where the rest is a tail (-1/2 < rest/lead ≤ 1): a tiny weight at the max (b = 5e-324
+    next to 1) makes the ratio overflow, and there the sum itself is the accurate form.
+    """
     total = lead + rest
     nonzero = not_equal(lead, 0)
     lead_safe = where(nonzero, lead, 1)
     ratio = rest / lead_safe
-    tail = logical_and(nonzero, greater(ratio, -0.5))
+    tail = logical_and(nonzero, logical_and(greater(ratio, -0.5), less_equal(ratio, 1)))
     exact_tail = log(abs(lead_safe)) + log1p(where(tail, ratio, 0))
     return where(tail, exact_tail, log(abs(total))), sign(total)
 
