@@ -361,3 +361,31 @@ def test_non_numeric_operands_are_a_dtype_error():
     with pytest.raises(DTypeError, match="numeric or boolean"):
         sg.vector("v") + np.array(["a", "b"])
     assert error.location is not None
+
+
+# -- values at the boundary of an argument's dtype ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("dtype", "value", "given"),
+    [
+        ("int32", np.array([1, 2**40]), "int64"),  # would wrap
+        ("int64", np.array([2**64 - 1], dtype=np.uint64), "uint64"),  # would wrap to -1
+        ("int16", np.array([3, 40000]), "int64"),
+        ("float32", np.array([1.0, 1e300]), "float64"),  # would overflow to inf
+    ],
+)
+def test_an_argument_its_dtype_cannot_hold_is_refused_by_name(dtype, value, given):
+    v = sg.tensor("v", (None,), dtype=dtype)
+    f = sg.function([v], v * 1)
+    assert_raises(InputError, lambda: f(value), "argument 0 ('v')", f"is {dtype}", f"the {given} values")
+
+
+def test_values_a_narrower_dtype_holds_are_cast_and_infinities_pass():
+    i, x = sg.tensor("i", (None,), dtype="int32"), sg.tensor("x", (None,), dtype="float32")
+    assert sg.function([i], i + 1)(np.array([2**31 - 2], dtype=np.int64)).tolist() == [2**31 - 1]
+    out = sg.function([x], x * 1)(np.array([np.inf, -np.inf, 1e-50, 3.0]))
+    assert out.dtype == np.float32 and out.tolist() == [np.inf, -np.inf, 0.0, 3.0]
+
+
+def test_a_python_integer_past_a_small_integer_type_names_itself():
+    k = sg.tensor("k", (3,), dtype="int8")
+    assert_raises(DTypeError, lambda: k + 1000, "the Python integer 1000 does not fit int8")

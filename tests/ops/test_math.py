@@ -188,3 +188,12 @@ def test_math_against_mpmath(name, fn, mp_fn, lo, hi, points):
                 assert np.isclose(got, expected[order], rtol=1e-12, atol=0), (
                     f"{name} order {order} at x={xi!r}: {got!r} vs mpmath {expected[order]!r}"
                 )
+
+
+def test_power_with_a_zero_cotangent_contributes_zero_where_the_power_overflows():
+    c, y = sg.scalar("c"), sg.scalar("y")
+    out = c * y**400.0  # at c = 0 the cost does not vary with y, though y**399 overflows
+    gc, gy = sg.function([c, y], sg.grad(out, [c, y]))(0.0, 10.0)
+    assert gy == 0.0 and gc == np.inf  # 10**400 is past the float64 range: inf is its value
+    gc, gy = sg.function([c, y], sg.grad(out, [c, y]))(2.0, 0.5)
+    np.testing.assert_allclose([gc, gy], [0.5**400, 2.0 * 400 * 0.5**399], rtol=1e-14)

@@ -264,3 +264,14 @@ def test_integer_and_boolean_reductions_have_zero_gradient(fn):
     (v,) = symbols([np.ones((2, 3))])
     cost = sg.sum(sg.astype(fn(v, axis=1), "float64")) + sg.sum(v) * 0.0
     np.testing.assert_array_equal(sg.function([v], sg.grad(cost, v))(np.arange(6.0).reshape(2, 3)), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("values", [[3.0], [2.0, 2.0, 2.0]], ids=["one entry", "all equal"])
+def test_std_at_zero_variance_has_gradient_zero_and_nan_stays_nan(values):
+    x = sg.vector("x")
+    f = sg.function([x], [sg.std(x), sg.grad(sg.std(x), x), sg.grad(sg.sum(sg.grad(sg.std(x), x)), x)])
+    value, grad, second = f(np.array(values))
+    assert value == 0.0 and np.all(grad == 0.0) and np.all(np.isfinite(second))
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(sg.function([x], sg.std(x, ddof=1))(np.array([3.0])))  # NumPy's 0/0 for too few entries
+        assert np.isnan(sg.function([x], sg.std(x))(np.array([1.0, np.nan])))

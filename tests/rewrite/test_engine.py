@@ -135,3 +135,15 @@ def test_constants_in_a_rebuilt_graph_are_shared():
     (out,) = Rebuilder(())([x * 2.0 + x * 2.0])
     consts = {id(v) for n in toposort([out]) for v in n.inputs if isinstance(v, Constant)}
     assert len(consts) == 1
+
+
+def test_an_overflow_of_constants_is_not_folded_so_recognition_still_sees_the_formula():
+    naive = sg.log(sg.sum(sg.exp(sg.constant([1000.0, 1001.0]))))
+    expected = 1001.0 + np.log1p(np.exp(-1.0))
+    np.testing.assert_allclose(naive.eval(), expected, rtol=1e-15)  # the same meaning as for an input
+    x = sg.vector("x")
+    np.testing.assert_allclose(sg.function([x], sg.log(sg.sum(sg.exp(x))))(np.array([1000.0, 1001.0])), expected)
+    with np.errstate(over="ignore"):
+        assert sg.function([], naive, recognition=False)() == np.inf  # as written
+    (folded,) = Rebuilder(())([sg.exp(sg.constant([1.0, 2.0]))])  # finite results still fold
+    assert isinstance(folded, Constant)

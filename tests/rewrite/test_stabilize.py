@@ -277,3 +277,14 @@ def test_a_guarded_log_of_sum_is_a_logaddexp_with_the_guard():
     np.testing.assert_allclose(
         f(np.array([[1000.0, 1000.0], [-1000.0, -1000.0]])), [1000.0 + np.log(2.0), np.log(1e-10)]
     )
+
+
+def test_recognised_weights_keep_log_domain_nan_where_a_weight_is_negative():
+    w, x = sg.vector("w"), sg.vector("x")
+    y = sg.logsumexp(sg.log(w) + x)
+    with np.errstate(invalid="ignore"):
+        for recognition in (True, False):
+            assert np.isnan(sg.function([w, x], y, recognition=recognition)(np.array([-1.0, 2.0]), np.zeros(2)))
+    value, gw = sg.function([w, x], [y, sg.grad(y, w)])(np.array([0.0, 2.0]), np.array([0.0, 1.0]))
+    np.testing.assert_allclose(value, np.log(2.0) + 1.0, rtol=1e-15)
+    np.testing.assert_allclose(gw, [np.exp(-value), np.exp(1.0 - value)], rtol=1e-15)  # finite at w = 0

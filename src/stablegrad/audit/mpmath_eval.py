@@ -201,8 +201,7 @@ def evaluate(
 # -- implementations ---------------------------------------------------------------------------------------
 @functools.cache
 def _register_once() -> None:
-    """Fill the registry (on first use, so that importing this module imports no op module); entries
-    registered before keep precedence."""
+    """Fill the registry on first use; entries registered before keep precedence."""
     registered = dict(MPMATH_IMPLEMENTATIONS)
     _register()
     MPMATH_IMPLEMENTATIONS.update(registered)

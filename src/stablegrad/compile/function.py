@@ -161,10 +161,33 @@ def _check_argument(i: int, var: Variable, value) -> np.ndarray:
                 f"function: argument {i} ({_name(var, i)}) must be {t.dtype.name}, got {array.dtype.name} "
                 "(which does not convert without changing kind)"
             )
-        array = array.astype(t.dtype)
+        converted = _cast_exactly(array, t.dtype)
+        if converted is None:
+            raise InputError(
+                f"function: argument {i} ({_name(var, i)}) is {t.dtype.name}, but the {array.dtype.name} values "
+                f"given reach {_extremes(array)}, past its range (they would wrap or overflow)"
+            )
+        array = converted
     return array
 
 
-hooks.function.provide(
-    function
-)  # `x.eval()` and composites' `perform` compile through it (graph and ops cannot import it)
+def _cast_exactly(array: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
+    """`array` as `dtype`, or None where a value would wrap (integers) or overflow to inf (floats)."""
+    if array.size and dtype.kind in "iu" and array.dtype.kind in "iub":
+        info = np.iinfo(dtype)
+        if int(array.min()) < info.min or int(array.max()) > info.max:
+            return None
+    with np.errstate(over="ignore"):
+        converted = array.astype(dtype)
+    if dtype.kind in "fc" and array.dtype.kind in "fc" and np.any(np.isfinite(array) & ~np.isfinite(converted)):
+        return None
+    return converted
+
+
+def _extremes(array: np.ndarray) -> str:
+    finite = array[np.isfinite(array)] if array.dtype.kind in "fc" else array.ravel()
+    return f"[{finite.min()}, {finite.max()}]"
+
+
+# `x.eval()` and composites' `perform` compile through it (graph and ops cannot import it)
+hooks.function.provide(function)

@@ -57,7 +57,13 @@ def as_operands(*args) -> list[Variable]:
             result.append(a)
         elif _is_scalar(a):
             dtype = np.result_type(*strong, a) if strong else np.asarray(a).dtype
-            result.append(Constant(np.asarray(a, dtype=dtype)))
+            try:
+                result.append(Constant(np.asarray(a, dtype=dtype)))
+            except OverflowError:  # NumPy 2 refuses a Python int past the range of the tensor's integer type
+                raise DTypeError(
+                    f"the Python integer {a} does not fit {dtype.name}, the dtype of the tensor it meets; "
+                    f"cast the tensor first (x.astype('int64')) or write {a}.0 for float arithmetic"
+                ) from None
         else:
             result.append(Constant(np.asarray(a)))
     return result

@@ -41,9 +41,10 @@ class Power(Elementwise):
         elif isinstance(y, Constant) and y.data.size == 1 and float(y.data) == 1.0:
             gx = g
         else:
-            gx = g * y * power(x, y - 1)
+            # a zero cotangent contributes nothing, also where x**(y-1) overflows (0 · c·x**400 at x = 10)
+            gx = where(equal(g, 0), 0, g * y * power(x, y - 1))
         safe_x = where(equal(x, 0), 1, x)
-        gy = where(equal(x, 0), 0, g * out * log(safe_x))
+        gy = where(equal(x, 0) | equal(g, 0), 0, g * out * log(safe_x))
         return [gx, gy]
 
 

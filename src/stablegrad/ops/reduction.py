@@ -259,7 +259,11 @@ def std(x, axis=None, ddof: int = 0, keepdims=False):
     """Standard deviation over `axis`."""
     (x,) = as_operands(x)
     normalize_axis(axis, x.ndim, "std")  # so that a bad axis is reported as std's, not var's
-    return sqrt(var(x, axis=axis, ddof=ddof, keepdims=keepdims))
+    v = var(x, axis=axis, ddof=ddof, keepdims=keepdims)
+    # at zero variance (one entry, or all equal) sqrt's infinite slope meets var's zero one: inf·0 is NaN.
+    # std is flat or kinked there, and its gradient is 0, as abs's at 0; a NaN variance stays NaN
+    zero = equal(v, 0)
+    return where(zero, 0, sqrt(where(zero, 1, v)))
 
 
 def count_nonzero(x, axis=None):

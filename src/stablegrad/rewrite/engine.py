@@ -297,8 +297,18 @@ def _fold(node: Apply, inputs: Sequence[Variable]) -> tuple[Constant, ...] | Non
         dims = o.type.shape
         if None in dims or math.prod(d for d in dims if d is not None) > FOLD_LIMIT:
             return None
+    data = [v.data for v in inputs]  # type: ignore[attr-defined]
     with np.errstate(all="ignore"):
-        values = node.op.perform(*(v.data for v in inputs))  # type: ignore[attr-defined]
+        values = node.op.perform(*data)
     if node.op.nout == 1:
         values = (values,)
-    return tuple(Constant(np.asarray(v, dtype=o.type.dtype)) for v, o in zip(values, node.outputs))
+    if not all(_finite(d) for d in data) or all(_finite(v) for v in values):
+        return tuple(Constant(np.asarray(v, dtype=o.type.dtype)) for v, o in zip(values, node.outputs))
+    # finite constants in, inf or NaN out: an overflow that recognition may still repair
+    # (log(sum(exp(c))) of constants means logsumexp(c), as it does of inputs); it runs as written
+    return None
+
+
+def _finite(value) -> bool:
+    array = np.asarray(value)
+    return array.dtype.kind not in "fc" or bool(np.isfinite(array).all())

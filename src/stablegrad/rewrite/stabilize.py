@@ -16,7 +16,7 @@ import numpy as np
 
 from ..graph.basic import Variable
 from ..ops import stable
-from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, where
+from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, less, where
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p, exp, expm1, log, log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.shape import ShapeDim
@@ -58,7 +58,10 @@ def logsumexp_from_naive(node):
 
 @rewrite(_S, _REC, LogSumExp)
 def logsumexp_with_weights_from_log(node):
-    """logsumexp(log(w) + x, axis) → logsumexp(x, axis, b=w): the gradient w.r.t. a zero weight stays finite."""
+    """logsumexp(log(w) + x, axis) → logsumexp(x, axis, b=w): the gradient w.r.t. a zero weight stays finite.
+
+    A negative w is outside log's domain: its weight is NaN, so the result stays NaN as written
+    (a weighted logsumexp would take it as a negative term)."""
     op = node.op
     if not op.plain:
         return None
@@ -68,7 +71,9 @@ def logsumexp_with_weights_from_log(node):
     for term, x in (total.inputs, total.inputs[::-1]):
         lg = owner(term, Log)
         if lg is not None and lg.inputs[0].ndim <= x.ndim:
-            return fits(stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=lg.inputs[0]), node)
+            w = lg.inputs[0]
+            b = where(less(w, 0), np.nan, w)
+            return fits(stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=b), node)
     return None
 
 

@@ -156,3 +156,14 @@ def test_logdiffexp_edges():
 def test_logaddexp_ops_respect_reads(op, arrays):
     with np.errstate(divide="ignore"):
         check_reads(op, *arrays)
+
+
+def test_logdiffexp_gradient_does_not_carry_the_rounding_of_its_value():
+    a, b = sg.scalar("a"), sg.scalar("b")
+    grads = sg.function([a, b], sg.grad(sg.logdiffexp(a, b), [a, b]))
+    da, db = grads(1e16 + 4, 1e16)  # the value rounds to a itself; the slopes are those of d = -4
+    np.testing.assert_allclose([da, db], [1 / -np.expm1(-4.0), -np.exp(-4.0) / -np.expm1(-4.0)], rtol=1e-15)
+    assert grads(0.0, 0.0) == [np.inf, -np.inf]
+    assert grads(-np.inf, -np.inf) == [0.0, 0.0]
+    with np.errstate(invalid="ignore"):
+        assert all(np.isnan(grads(1.0, 2.0)))

@@ -50,3 +50,27 @@ def test_log_erfc_reads_only_its_operand():
 
 def test_integer_input_is_promoted():
     assert sg.log_erfc(sg.vector("n", dtype="int64")).dtype == np.float64
+
+
+def test_the_gradient_is_kept_where_erfcx_would_overflow():
+    x = sg.vector("x")
+    grad = sg.function([x], sg.grad(sg.sum(sg.log_erfc(x)), x))
+    points = np.array([-26.0, -26.5, -27.0, -27.2])  # the derivative is ~1e-294 .. 1e-322: representable
+    expected = [_mp_derivative(p) for p in points]
+    assert all(e != 0.0 for e in expected)
+    np.testing.assert_allclose(grad(points), expected, rtol=1e-12)  # (the last is subnormal: fewer digits)
+
+
+def test_float32_second_derivative_is_finite_where_erfcx_overflows():
+    x = sg.vector("x", dtype="float32")
+    g = sg.grad(sg.sum(sg.log_erfc(x)), x)
+    h = sg.function([x], sg.grad(sg.sum(g), x))(np.linspace(-26, -9.3, 50, dtype=np.float32))
+    assert h.dtype == np.float32 and np.all(np.isfinite(h))
+
+
+def test_float16_stays_float16_and_integers_become_float64():
+    h = sg.vector("h", dtype="float16")
+    out = sg.function([h], sg.log_erfc(h))(np.array([-1.0, 0.0, 3.0], np.float16))
+    assert out.dtype == np.float16
+    np.testing.assert_allclose(out, [_mp_log_erfc(v) for v in (-1.0, 0.0, 3.0)], rtol=1e-3)
+    assert sg.log_erfc(sg.vector("i", dtype="int32")).dtype == np.float64

@@ -372,3 +372,21 @@ def test_gradient_shares_tied_maxima_exactly_at_huge_magnitude():
     for big in (1e17, 1e300, -1e300):
         below = big - abs(big) - 1.0  # well under the two tied maxima
         np.testing.assert_array_equal(f(np.array([big, big, below])), [0.5, 0.5, 0.0])
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda v: sg.logsumexp(v, b=np.array([1.0, 1.0])),
+        lambda v: sg.logsumexp(v, b=np.array([2.0, 2.0])),
+        lambda v: sg.logsumexp(v, return_sign=True)[0],
+        lambda v: sg.logsumexp(v, b=np.array([3.0, 3.0]), return_sign=True)[0],
+        lambda v: sg.logcumsumexp(v)[-1],
+    ],
+    ids=["weighted", "weighted by 2", "signed", "weighted and signed", "logcumsumexp"],
+)
+@pytest.mark.parametrize(("x", "dtype"), [([1e16, 1e16], np.float64), ([1e3, 1e3], np.float32)])
+def test_gradients_at_huge_tied_entries_are_their_exact_shares(build, x, dtype):
+    """exp(x - out) would carry the rounding of `out`: at 1e16 the whole log 2 of the tie."""
+    (grad,) = grad_of(build, np.array(x, dtype))
+    np.testing.assert_allclose(grad, [0.5, 0.5], rtol=1e-15 if dtype == np.float64 else 1e-7)

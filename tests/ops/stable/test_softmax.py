@@ -171,3 +171,21 @@ def test_softmax_bad_axes():
 )
 def test_softmax_ops_respect_reads(op, arrays):
     check_reads(op, *arrays)
+
+
+def test_softmax_cross_entropy_takes_probability_labels_that_broadcast_over_the_batch():
+    logits, labels = sg.tensor("x", shape=(2, 3)), sg.tensor("p", shape=(3,))
+    out = sg.softmax_cross_entropy(logits, labels)
+    x, p = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 5.0]]), np.array([0.2, 0.3, 0.5])
+    value, gx, gp = sg.function([logits, labels], [out, *sg.grad(sg.sum(out), [logits, labels])])(x, p)
+    log_p = scipy.special.log_softmax(x, axis=-1)
+    np.testing.assert_allclose(value, -(p * log_p).sum(-1), rtol=1e-14)
+    np.testing.assert_allclose(gx, scipy.special.softmax(x, axis=-1) * p.sum() - p, rtol=1e-14)
+    np.testing.assert_allclose(gp, -log_p.sum(0), rtol=1e-14)
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (2,)), ((None, None), (None,))], ids=["batch-shaped", "unknown"])
+def test_softmax_cross_entropy_float_labels_shaped_like_indices_are_refused_with_a_hint(shapes):
+    logits, labels = sg.tensor("x", shape=shapes[0]), sg.tensor("y", shape=shapes[1])
+    with pytest.raises(sg.DTypeError, match="look like class indices, which must be integers"):
+        sg.softmax_cross_entropy(logits, labels)

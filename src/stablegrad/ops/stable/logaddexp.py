@@ -125,21 +125,28 @@ class LogDiffExp(SymbolicOp):
     gradient `exp(a) / (exp(a) - exp(b))` is inf/inf.
     Stable: `a + log1mexp(b - a)`, with b - a taken as 0 at a = b (so (-inf, -inf)
     gives -inf, not NaN).
-    Pullback (reads operands and output): `(g · exp(a - out), -g · exp(b - out))`,
-    0 at (-inf, -inf).
+    Pullback (reads the operands): with d = b - a, `g / -expm1(d)` and `-g · exp(d) / -expm1(d)`
+    (that is exp(a - out) and -exp(b - out), without `out`, whose rounding would be theirs:
+    at a = 1e16 + 4, b = 1e16 the gradient is 1.0187, not 1); +inf and -inf at a = b,
+    0 at (-inf, -inf), NaN where a < b, as the value.
     """
 
     public_name: ClassVar[str] = "logdiffexp"
 
-    reads = Reads(inputs="all", outputs=(0,))
+    reads = Reads(inputs="all", outputs=())
 
     def build(self, a, b):
         return a + Log1mExp()(where(equal(a, b), 0, b - a))
 
     def pullback(self, inputs, outputs, grads):
-        (a, b), (out,), (g,) = inputs, outputs, grads
-        out_safe = where(equal(a, NEG_INF), 0, out)  # a = -inf leaves only (-inf, -inf) defined
-        return [g * exp(a - out_safe), -g * exp(b - out_safe)]
+        (a, b), (g,) = inputs, grads
+        d = where(equal(a, b), 0, b - a)
+        gap = 0 - expm1(d)  # 1 - exp(b - a) in [0, 1]; `0 -` makes a tie +0, so its slopes are ±inf
+        undefined = where(less(a, b), np.nan, 1)  # NaN where the value is
+        nothing = equal(a, NEG_INF)  # (-inf, -inf): nothing to differentiate
+        da = where(nothing, 0, undefined / gap)
+        db = where(nothing, 0, -exp(d) * undefined / gap)
+        return [g * da, g * db]
 
 
 def logdiffexp(a, b):

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import ClassVar, final
 
 from ...graph.basic import Reads
-from ..base import as_operands
 from ..composite import SymbolicOp
 from ..elementwise import maximum, minimum, square, where
-from ..math import erf, erfcx, log, log1p
+from ..math import erf, erfc, erfcx, exp, log, log1p
+from ._common import promote, restore
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
@@ -26,7 +26,10 @@ class LogErfc(SymbolicOp):
     below, log1p(-erf(x)), which keeps its relative accuracy where the result is near
     0 (log of erfcx(1e-8) ≈ 1 - 1e-8 would lose half the digits).  Each branch sees an
     argument clamped to its side, so the unused branch is finite too.
-    The pullback reads x: d/dx log erfc(x) = -(2/√π) / erfcx(x).
+    The pullback reads x: d/dx log erfc(x) = -(2/√π)·exp(-x²)/erfc(x), computed as
+    -(2/√π)/erfcx(x) for x ≥ 0 and from exp(-x²)/erfc(x) below, where erfc is in [1, 2]:
+    erfcx(x) overflows there (past -26.6 in float64, -9.3 in float32) while the derivative
+    itself is representable down to -27 (float64); its own derivative stays finite too.
     """
 
     public_name: ClassVar[str] = "log_erfc"
@@ -38,15 +41,21 @@ class LogErfc(SymbolicOp):
         return where(x > 0.5, log(erfcx(upper)) - square(upper), log1p(-erf(lower)))
 
     def pullback(self, inputs, outputs, grads):
-        # below -26 the derivative is under 5e-294 (and erfcx heads for overflow): it is 0
-        # there, and the clamp keeps the unused branch — and the second derivative — finite
         x = inputs[0]
-        return [grads[0] * where(x < -26.0, 0, -_TWO_OVER_SQRT_PI / erfcx(maximum(x, -26.0)))]
+        negative, positive = minimum(x, 0), maximum(x, 0)  # each branch on its own side, so both stay finite
+        below = exp(-square(negative)) / erfc(negative)
+        return [grads[0] * -_TWO_OVER_SQRT_PI * where(x < 0, below, 1 / erfcx(positive))]
 
 
 def log_erfc(x):
-    """log(erfc(x)), accurate and finite for all finite x (also where erfc(x) underflows)."""
-    (x,) = as_operands(x)
-    if not x.type.is_float():
-        x = x.astype("float64")
-    return LogErfc()(x)
+    """log(erfc(x)), accurate and finite for all finite x (also where erfc(x) underflows).
+
+    Integers compute in float64; float16 computes in float32 and comes back as float16.
+
+    >>> import numpy as np, stablegrad as sg
+    >>> x = sg.vector("x")
+    >>> sg.function([x], sg.log_erfc(x))(np.array([0.0, 30.0])).round(3).tolist()
+    [-0.0, -903.974]
+    """
+    (x,), dtype = promote("log_erfc", x)
+    return restore(LogErfc()(x), dtype)

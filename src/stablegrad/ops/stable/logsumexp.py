@@ -25,10 +25,12 @@ from ..elementwise import (
     astype,
     equal,
     greater,
+    isfinite,
     less,
     less_equal,
     logical_and,
     logical_not,
+    logical_or,
     maximum,
     not_equal,
     sign,
@@ -207,28 +209,31 @@ def _signed_log(lead: Variable, rest: Variable) -> tuple[Variable, Variable]:
 def lse_pullback(axes, x, b, mask, out, total_sign, g) -> list:
     """Gradients of out = log|Σ b·exp(x)| (all arguments with the reduced axes kept).
 
-    p = sign · exp(x - out) is d out / d b; d out / d x is b · p.  Where out is -inf
-    (nothing live) p is 0; where out is +inf p is the limit: 1/K at the +inf
-    entries (K the sum of their weights), 0 elsewhere.
+    p = exp(x) / Σ b·exp(x) (signed) is d out / d b; d out / d x is b · p.  Where nothing is
+    live p is 0; where out is +inf p is the limit: 1/K at the +inf entries (K the sum of
+    their weights), 0 elsewhere.  (`out` itself is not read: p comes from x and b.)
     """
     x_live = x if mask is None else where(mask, x, NEG_INF)
     if b is None and total_sign is None:
         # unweighted, p is softmax(x): computed as one, not as exp(x - out), which loses
         # the log(k) of k tied maxima once |x| > 2**53 (out rounds to the max itself)
         return [g * LogSumExpGrad(axes)(x_live)] + ([zero_grad(mask)] if mask is not None else [])
-    out_safe = where(equal(out, NEG_INF), 0, out)
-    # the +inf entries of +inf rows (`out` itself is that +inf: two bare floats would make float64)
-    at_inf = equal(x_live, where(equal(out, POS_INF), out, np.nan))
-    if b is not None:
-        at_inf = logical_and(at_inf, not_equal(b, 0))
-    share = Sum(axes, keepdims=True)(astype(at_inf, x.dtype) if b is None else where(at_inf, b, 0))
-    share = where(equal(share, 0), 1, share)
-    z = where(at_inf, -log(abs(share)), x_live - out_safe)
-    p = exp(z)
-    if total_sign is not None:
-        p = p * total_sign
-    elif b is not None:
-        p = p * sign(share)  # +inf rows: the sign of the total is the sign of K
+    # p from the max-shifted terms, as a softmax is: exp(x - out) would carry the rounding of
+    # `out` (once |x| > 2**53, log 2 of two tied maxima is rounded away and p is 1, not 1/2)
+    live = None if b is None else not_equal(b, 0)  # b = 0: absent from the total, not from d/db
+    x_in = x_live if live is None else where(live, x_live, NEG_INF)
+    m = MaxShift(axes, keepdims=True)(x_in)
+    infinite = equal(m, POS_INF)
+    terms = exp(x_live - where(logical_or(infinite, equal(m, NEG_INF)), 0, m))
+    # a +inf row's mass is shared by its +inf entries, in proportion to their weights (total K)
+    at_inf = equal(x_in, POS_INF)
+    ones = astype(at_inf, x.dtype)
+    share = Sum(axes, keepdims=True)(ones if b is None else where(at_inf, b, 0))
+    total = where(infinite, share, Sum(axes, keepdims=True)(terms if live is None else where(live, b * terms, 0)))
+    empty = equal(total, 0)  # nothing live, or an exact cancellation: nothing to share
+    p = where(empty, 0, where(infinite, ones, terms) / where(empty, 1, total))  # signed with the total
+    if total_sign is None:
+        p = where(less(total, 0), np.nan, p)  # the value is NaN there: so is its gradient
     grads: list = []
     if b is None:
         grads.append(g * p)
@@ -334,16 +339,19 @@ class LogCumSumExp(Op):
     underflows the early prefixes to log(0).  There is no cumulative primitive
     to write a body with, so this is a primitive op: NumPy runs the sequential,
     stable `logaddexp.accumulate`.
-    Pullback (reads x and the output): d out[i] / d x[j] = exp(x[j] - out[i]) for
-    j <= i, so `grad[j] = Σ_{i>=j} g[i] exp(x[j] - out[i])`; with g split by sign,
-    each part is `exp(x + reversed logcumsumexp(log|g| - out))`, bounded because
-    out[i] >= x[j], and built from this op, so second derivatives come free.
+    Pullback (reads x): d out[i] / d x[j] = exp(x[j] - out[i]) for j <= i, so
+    `grad[j] = Σ_{i>=j} g[i] exp(x[j] - out[i])`; with g split by sign, each part is
+    `exp(x + reversed logcumsumexp(log|g| - out))`, bounded because out[i] >= x[j], and
+    built from this op, so second derivatives come free.  Both x and out are taken
+    shifted by x's max (out recomputed from the shifted x): the forward `out` carries
+    its own rounding, which at |x| > 2**53 is all of log 2 (the gradient of
+    logcumsumexp([1e16, 1e16])[-1] is [1/2, 1/2], not [1, 1]).
     """
 
     public_name: ClassVar[str] = "logcumsumexp"
 
     axis: int = 0
-    reads = Reads(inputs=(0,), outputs=(0,))
+    reads = Reads(inputs=(0,), outputs=())
 
     def infer(self, x):
         return [TensorType(x.dtype, x.type.shape)]
@@ -352,7 +360,10 @@ class LogCumSumExp(Op):
         return np.logaddexp.accumulate(x, axis=self.axis)
 
     def pullback(self, inputs, outputs, grads):
-        (x,), (out,), (g,) = inputs, outputs, grads
+        (x,), (g,) = inputs, grads
+        m = MaxShift((self.axis,), keepdims=True)(x)
+        x = x - where(isfinite(m), m, 0)
+        out = LogCumSumExp(self.axis)(x)
         out_safe = where(equal(out, NEG_INF), 0, out)  # only -inf entries of x feed a -inf prefix
         parts = []
         for positive in (greater(g, 0), less(g, 0)):

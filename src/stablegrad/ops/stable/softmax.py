@@ -250,7 +250,7 @@ def softmax_cross_entropy(logits, labels, axis=-1):
         return restore(SoftmaxCrossEntropy(a, True)(x, y), dtype)
     if kind != "f":
         raise DTypeError(f"{name}: labels must be integer class indices or float probabilities, got {y.type}")
-    if y.ndim == x.ndim - 1 and y.ndim < x.ndim:
+    if y.ndim == x.ndim - 1 and not _spans_the_classes(y, x, a):
         raise DTypeError(
             f"{name}: labels of shape {_shape(y.type.shape)} look like class indices, which must be integers, "
             f"got {y.dtype.name} (probabilities need the logits' shape {_shape(x.type.shape)})"
@@ -260,6 +260,15 @@ def softmax_cross_entropy(logits, labels, axis=-1):
     if y.type.shape != x.type.shape:
         y = broadcast_to(y, shape_tuple(x))
     return restore(SoftmaxCrossEntropy(a, False)(x, y), dtype)
+
+
+def _spans_the_classes(labels: Variable, logits: Variable, axis: int) -> bool:
+    """Whether float labels of one dimension fewer provably lie along the class axis, as
+    probabilities broadcast over the rest (shape (3,) against logits (2, 3)): their extent
+    there is known and is the logits' number of classes."""
+    k = axis - (logits.ndim - labels.ndim)
+    classes = logits.type.shape[axis]
+    return k >= 0 and classes is not None and labels.type.shape[k] == classes
 
 
 def _shape(shape) -> str:

@@ -1,0 +1,280 @@
+"""The rewrite fuzzer: random naive formulas, recognised, against the same formulas as written.
+
+Graphs are drawn from the recognition catalogue's patterns and from near misses (one
+constant changed, so the pattern must not fire), composed one to three deep, with
+broadcasting constants (NumPy arrays, `sg.constant`, Python scalars, in either operand
+order), unknown extents, float32 and float64, and inputs that include 0, ±tiny, ±huge,
+±inf, NaN and ties.  For every graph and input, against the written formula evaluated
+exactly (mpmath) and in floating point:
+
+(a) the recognised outputs have the written formula's shape and dtype;
+(b, c) where the exact value is finite and representable, the recognised value is no
+    further from it than the written one, beyond a few ulps;
+(d) NaN exactly where the exact value is NaN (outside the domain, with finite inputs);
+(e) for the gradient of a weighted sum of the outputs: no NaN where the exact gradient is a
+    number (unless the written one is not finite either: a formula recognition does not
+    repair yet, counted in GAPS), and no less accurate than the written one.
+
+A test plants an unsound rule and shows the fuzzer catching it.  `STABLEGRAD_FUZZ_EXAMPLES`
+sets how many graphs are drawn (CI: the default below, in well under a minute).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import Phase as HypothesisPhase
+from hypothesis import strategies as st
+
+import stablegrad as sg
+from stablegrad.audit.mpmath_eval import DEFAULT_DPS, evaluate, to_float
+from stablegrad.graph.printing import expression
+from stablegrad.ops.stable import Softplus
+from stablegrad.rewrite import pipeline
+from stablegrad.rewrite.engine import Kind, Phase, rewrite
+from stablegrad.rewrite.extents import Extents
+
+pytest.importorskip("mpmath")
+
+EXAMPLES = int(os.environ.get("STABLEGRAD_FUZZ_EXAMPLES", "500"))
+N = 3  # entries along the last axis
+GAPS = {"value": 0, "gradient": 0}  # entries left non-finite as written, though exactly finite
+REFERENCE_SECONDS = 2.0
+ULPS = 64  # how much less accurate than the written formula a recognised one may be, in ulps of the answer
+
+
+# -- the formulas -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Piece:
+    name: str
+    build: Callable  # (x, const) -> tensor of x's shape, or of its shape with the last axis kept as 1
+
+
+def _sum(v):
+    return sg.sum(v, axis=-1, keepdims=True)
+
+
+PIECES = [
+    # the catalogue's naive formulas
+    Piece("log(c + exp(x))", lambda x, c: sg.log(c(1.0) + sg.exp(x))),
+    Piece("log(exp(x) + c)", lambda x, c: sg.log(sg.exp(x) + c(1.0))),
+    Piece("log(c + x)", lambda x, c: sg.log(c(1.0) + x)),
+    Piece("log(c - x)", lambda x, c: sg.log(c(1.0) - x)),
+    Piece("exp(x) - c", lambda x, c: sg.exp(x) - c(1.0)),
+    Piece("c / (c + exp(-x))", lambda x, c: c(1.0) / (c(1.0) + sg.exp(-x))),
+    Piece("c - sigmoid(x)", lambda x, c: c(1.0) - sg.sigmoid(x)),
+    Piece("log(c - exp(x))", lambda x, c: sg.log(c(1.0) - sg.exp(x))),
+    Piece("log(sum(exp(x)))", lambda x, c: sg.log(_sum(sg.exp(x)))),
+    Piece("log(sum(c * exp(x)))", lambda x, c: sg.log(_sum(c(2.0) * sg.exp(x)))),
+    Piece("exp(x) / sum(exp(x))", lambda x, c: sg.exp(x) / _sum(sg.exp(x))),
+    Piece("x - log(sum(exp(x)))", lambda x, c: x - sg.log(_sum(sg.exp(x)))),
+    Piece("log(exp(x) / sum(exp(x)))", lambda x, c: sg.log(sg.exp(x) / _sum(sg.exp(x)))),
+    Piece("log(exp(x) + exp(c))", lambda x, c: sg.log(sg.exp(x) + sg.exp(c(0.5)))),
+    Piece("where(m, exp(x), c)", lambda x, c: sg.where(x > 0, sg.exp(x), c(0.0))),
+    Piece("x * (c / (x + 2))", lambda x, c: x * (c(1.0) / (x + 2.0))),
+    Piece("log(exp(x))", lambda x, c: sg.log(sg.exp(x))),
+    Piece("logsumexp(log(c) + x)", lambda x, c: sg.logsumexp(sg.log(c(0.5)) + x, axis=-1, keepdims=True)),
+    # near misses: one constant changed, so no rule may fire
+    Piece("log(c2 + exp(x))", lambda x, c: sg.log(c(2.0) + sg.exp(x))),
+    Piece("exp(x) - c2", lambda x, c: sg.exp(x) - c(2.0)),
+    Piece("c / (c2 + exp(-x))", lambda x, c: c(1.0) / (c(2.0) + sg.exp(-x))),
+    Piece("log(sum(exp(x)) + c)", lambda x, c: sg.log(_sum(sg.exp(x)) + c(1.0))),
+    Piece("log(c - x2)", lambda x, c: sg.log(c(1.5) - x)),
+]
+
+SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]
+SPECIAL += [800.0, -800.0, 1e5, -1e5, np.inf, -np.inf, np.nan]
+
+
+@dataclass
+class Case:
+    """A drawn graph: its input, the formula, and the input values."""
+
+    pieces: list[str]
+    declared: tuple
+    dtype: str
+    const_kind: str
+    values: np.ndarray
+
+    def build(self, x):
+        const = _constant_maker(self.const_kind, self.dtype)
+        out = x
+        for name in self.pieces:
+            out = PIECES_BY_NAME[name].build(out, const)
+        return out
+
+
+PIECES_BY_NAME = {p.name: p for p in PIECES}
+
+
+def _constant_maker(kind: str, dtype: str):
+    """How a constant operand is written: a Python scalar, or broadcasting arrays of several shapes."""
+
+    def make(value: float):
+        if kind == "scalar":
+            return value
+        if kind == "0-d constant":
+            return sg.constant(np.array(value, dtype))
+        if kind == "row":
+            return np.full((N,), value, dtype)
+        if kind == "column constant":
+            return sg.constant(np.full((2, 1), value, dtype))
+        return np.full((2, N), value, dtype)  # "matrix"
+
+    return make
+
+
+@st.composite
+def cases(draw) -> Case:
+    pieces = draw(st.lists(st.sampled_from([p.name for p in PIECES]), min_size=1, max_size=3))
+    dtype = draw(st.sampled_from(["float64", "float32"]))
+    ndim = draw(st.sampled_from([1, 2]))
+    shape = (2, N)[-ndim:]
+    declared = tuple(draw(st.sampled_from([n, None])) for n in shape)
+    # an unknown extent may be 1 at run time, where a constant operand broadcasts it
+    shape = tuple(n if d is not None else draw(st.sampled_from([n, 1])) for n, d in zip(shape, declared))
+    const_kind = draw(st.sampled_from(["scalar", "0-d constant", "row", "column constant", "matrix"]))
+    entries = st.one_of(st.sampled_from(SPECIAL), st.floats(-50, 50))
+    values = np.array(draw(st.lists(entries, min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))))
+    if draw(st.booleans()):  # ties at the max
+        values[...] = values.flat[0]
+    return Case(pieces, declared, dtype, const_kind, values.reshape(shape).astype(dtype))
+
+
+# -- the properties ---------------------------------------------------------------------------------------------
+def check(case: Case) -> None:
+    x = sg.tensor("x", shape=case.declared, dtype=case.dtype)
+    try:
+        out = case.build(x)
+    except sg.StableGradError:
+        return  # shapes that do not broadcast: an error either way
+    with np.errstate(all="ignore"):
+        shape = sg.function([x], out, recognition=False)(case.values).shape
+    weights = np.linspace(0.5, 1.5, int(np.prod(shape))).reshape(shape).astype(case.dtype)  # a fixed cotangent
+    cost = sg.sum(out * weights)
+    written = [out, sg.grad(cost, x, recognition=False)]
+    recognised = [out, sg.grad(cost, x)]
+    with np.errstate(all="ignore"):
+        got = sg.function([x], recognised)(case.values)
+        naive = sg.function([x], written, recognition=False)(case.values)
+    exact = _reference(x, written, case.values)
+    formula = expression(out)
+    where = f"{formula} at x = {case.values.tolist()!r} ({case.dtype}, declared {case.declared}, {case.const_kind})"
+    limits = not np.isfinite(case.values).all()
+    # outside the domain the value is NaN, and a NaN gradient is the honest one there (the written
+    # gradient's formula may itself be finite: d log(1 - e^x) = -e^x / (1 - e^x) at x > 0)
+    outside = bool(np.isnan(exact[0]).any())
+    for label, g, n, e, nan_allowed in zip(("value", "gradient"), got, naive, exact, (False, outside)):
+        assert g.shape == n.shape and g.dtype == n.dtype, f"{label}: {g.dtype}{g.shape} for {n.dtype}{n.shape}: {where}"
+        # (domain is the value's: an exactly-NaN gradient where the value is a number comes from 0 · NaN
+        # in a branch not taken, as in where(x > 0, log(x), 0), and 0 is the better answer there)
+        _compare(label, g, n, e, case.dtype, where, limits or label == "gradient", nan_allowed)
+
+
+class _TooCostly(Exception):
+    pass
+
+
+def _reference(x, outputs, values) -> list[np.ndarray]:
+    """The written formula evaluated exactly (mpmath), where that is cheap: exp(exp(exp(30))) has
+    a billion-digit exponent, so a reference that takes over two seconds rejects the case."""
+
+    def give_up(signum, frame):
+        raise _TooCostly
+
+    previous = signal.signal(signal.SIGALRM, give_up)
+    signal.setitimer(signal.ITIMER_REAL, REFERENCE_SECONDS)
+    try:
+        exact = evaluate([x], outputs, [values], dps=DEFAULT_DPS["float64"])
+    except (_TooCostly, OverflowError):  # (mpmath's own precision bookkeeping overflows past ~1e(1e300))
+        reject()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return [to_float(e, "float64") for e in exact]
+
+
+def _compare(label: str, got, naive, exact, dtype: str, where: str, limits: bool, nan_allowed: bool) -> None:
+    """`limits`: the input has an inf or NaN, so an exact NaN may be an indeterminate form (inf/inf,
+    0·NaN in a branch not taken) whose limit the recognised formula takes; with finite inputs an
+    exact NaN is outside the domain, and the recognised formula must give NaN there too.
+    `nan_allowed`: a gradient where the value is outside the domain, so NaN is honest."""
+    info = np.finfo(dtype)
+    e = np.broadcast_to(exact, got.shape)
+    nan, got_nan = np.isnan(e), np.isnan(got)
+    if not nan_allowed:
+        # (a NaN where the written formula is not finite either is a formula recognition does not
+        # repair yet, not one it breaks: `gaps` counts them)
+        broken = got_nan & ~nan & np.isfinite(naive)
+        GAPS[label] += int((got_nan & ~nan & ~np.isfinite(naive)).sum())
+        assert not broken.any(), f"{label}: NaN at {got_nan}, where exactly {e.tolist()}: {where}"
+    if not limits:
+        # outside the domain, NaN; at its edge within rounding (1 - exp(6e-37) is 0 in floats) the
+        # written formula's -inf is as good, but never a finite number
+        widened = nan & ~got_nan & (np.isnan(naive) | np.isfinite(got))
+        assert not widened.any(), f"{label}: {got.tolist()} outside the domain (exactly NaN): {where}"
+    representable = np.isfinite(e) & (np.abs(e) <= info.max)
+    allowed = np.abs(np.where(representable, naive, 0.0) - np.where(representable, e, 0.0))
+    allowed = np.where(np.isfinite(allowed), allowed, np.inf)
+    # relative to max(|answer|, 1): near a zero of the formula (log(s) at s = 1, a gradient that
+    # cancels) rounding of the order of the terms is the conditioning, not an error
+    scale = np.maximum(np.abs(e), 1.0)
+    slack = ULPS * info.eps * np.maximum(scale, info.tiny) + 4 * info.smallest_subnormal
+    error = np.abs(np.where(representable, got, 0.0) - np.where(representable, e, 0.0))
+    # no worse than written, and accurate where the written formula overflows (or left as written: a gap)
+    ok = (error <= allowed + slack) | (got_nan & nan_allowed) | (~np.isfinite(got) & ~np.isfinite(naive))
+    worse = representable & ~ok
+    assert not worse.any(), (
+        f"{label}: {got[worse].tolist()} where exactly {e[worse].tolist()} and as written {naive[worse].tolist()}: "
+        f"{where}"
+    )
+
+
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow], database=None
+)
+
+
+@FUZZ
+@given(case=cases())
+def test_recognition_never_changes_shape_domain_or_a_finite_answer(case):
+    check(case)
+
+
+# -- the fuzzer can fail ----------------------------------------------------------------------------------------
+@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Softplus)
+def unsound_softplus(node):
+    """softplus(x) → max(x, 0): right only far from 0 (planted: the fuzzer must catch it)."""
+    return sg.maximum(node.inputs[0], 0)
+
+
+def _fuzz_expecting_a_failure() -> None:
+    @settings(max_examples=100, deadline=None, derandomize=True, database=None, phases=[HypothesisPhase.generate])
+    @given(case=cases())
+    def fuzz(case):
+        check(case)
+
+    with pytest.raises(AssertionError, match=r"(value|gradient)(: |.*\n.*)[\s\S]* at x = "):
+        fuzz()
+
+
+def test_the_fuzzer_catches_a_planted_unsound_rewrite(monkeypatch):
+    planted = tuple(
+        (phase, rules + (unsound_softplus,) if phase is Phase.STABILIZE else rules)
+        for phase, rules in pipeline.PIPELINE
+    )
+    monkeypatch.setattr(pipeline, "PIPELINE", planted)
+    _fuzz_expecting_a_failure()
+
+
+def test_the_fuzzer_catches_rewrites_that_ignore_broadcasting(monkeypatch):
+    """The class it was built after: with the engine's extent check off, `log(ones(3) + exp(x))`
+    of a one-entry x is softplus(x) again, one entry for three."""
+    monkeypatch.setattr(Extents, "conform", lambda self, new, old: new)
+    _fuzz_expecting_a_failure()
