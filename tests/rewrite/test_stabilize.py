@@ -288,3 +288,14 @@ def test_recognised_weights_keep_log_domain_nan_where_a_weight_is_negative():
     value, gw = sg.function([w, x], [y, sg.grad(y, w)])(np.array([0.0, 2.0]), np.array([0.0, 1.0]))
     np.testing.assert_allclose(value, np.log(2.0) + 1.0, rtol=1e-15)
     np.testing.assert_allclose(gw, [np.exp(-value), np.exp(1.0 - value)], rtol=1e-15)  # finite at w = 0
+
+
+def test_log_of_a_mean_is_split_only_for_a_mean_of_exponentials():
+    x = sg.vector("x")
+    plain = sg.function([x], sg.log(sg.mean(x)))
+    assert "log_of_sum_over_count" not in plain.explain()  # log(s) - log(n) would cancel near s/n = 1
+    data = np.array([1.0, 1.0 + 2**-30])
+    assert plain(data) == np.log(np.mean(data))
+    of_exps = sg.function([x], sg.log(sg.mean(sg.exp(x))))
+    assert "logsumexp_from_naive" in of_exps.explain()
+    np.testing.assert_allclose(of_exps(np.array([1000.0, 1000.0])), 1000.0, rtol=1e-15)

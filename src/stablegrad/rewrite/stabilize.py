@@ -79,9 +79,12 @@ def logsumexp_with_weights_from_log(node):
 
 @rewrite(_S, _REC, Log)
 def log_of_sum_over_count(node):
-    """log(sum(...) / n) → log(sum(...)) - log(n) for a positive constant n: log(mean(exp(x))) becomes logsumexp - log n."""
+    """log(sum(exp(...)) / n) → log(sum(exp(...))) - log(n) for a positive constant n: log(mean(exp(x)))
+    becomes logsumexp - log n.  Only a sum of exponentials, which then goes on to logsumexp: for
+    another sum, log(s) - log(n) cancels where s/n is near 1 and is less accurate than log(s/n)."""
     quotient = owner(node.inputs[0], Divide)
-    if quotient is None or owner(quotient.inputs[0], Sum) is None:
+    total = owner(quotient.inputs[0], Sum) if quotient is not None else None
+    if total is None or not _is_sum_of_exps(total.inputs[0]):
         return None
     n = quotient.inputs[1]
     value = constant_value(n)
@@ -89,6 +92,14 @@ def log_of_sum_over_count(node):
         return None
 
     return fits(log(quotient.inputs[0]) - log(n), node)
+
+
+def _is_sum_of_exps(summand: Variable) -> bool:
+    """exp(x), or b * exp(x) in either order: what logsumexp_from_naive takes."""
+    if _exp_argument(summand) is not None:
+        return True
+    product = owner(summand, Multiply)
+    return product is not None and any(_exp_argument(v) is not None for v in product.inputs)
 
 
 # -- softmax and log-softmax -----------------------------------------------------------------------
