@@ -746,3 +746,31 @@ def test_a_check_inside_a_loop_reports_the_first_bad_label_and_the_users_line(on
     bad[2, 1], bad[3, 0] = 7, -1
     with pytest.raises(sg.ExecutionError, match=r"labels must lie in \[0, 3\).*got 7.*test_jax.py"):
         f(x_value, bad)
+
+
+@pytest.mark.parametrize(
+    ("build", "args"),
+    [
+        (lambda x, i: x[i], (np.arange(3.0), np.array([5]))),
+        (lambda x, i: x[i], (np.arange(3.0), np.array([-4, 0]))),
+        (lambda x, i: x.at[i].add(1.0), (np.arange(3.0), np.array([3]))),
+        (lambda x, i: x.at[i].set(0.0), (np.arange(3.0), np.array([0, 7]))),
+    ],
+    ids=["gather", "negative", "scatter-add", "scatter-set"],
+)
+def test_an_index_out_of_bounds_raises_the_same_error_on_both_backends(build, args):
+    x, i = sg.vector("x"), sg.vector("i", dtype="int64")
+    messages = []
+    for backend in ("numpy", "jax"):
+        with pytest.raises(sg.ExecutionError) as info:
+            sg.function([x, i], build(x, i), backend=backend)(*args)
+        messages.append(info.value.message.split(" (operands")[0])
+        assert info.value.location is not None and info.value.location[0] == __file__
+    assert messages[0] == messages[1] and "is out of bounds for axis 0 with size 3" in messages[0]
+
+
+def test_indices_in_bounds_agree_on_both_backends():
+    x, i = sg.matrix("x"), sg.vector("i", dtype="int64")
+    out = x[:, i] + x.at[:, i].add(1.0)[:, i]
+    args = (np.arange(6.0).reshape(2, 3), np.array([-3, 2, 0]))
+    np.testing.assert_array_equal(sg.function([x, i], out, backend="jax")(*args), sg.function([x, i], out)(*args))

@@ -321,11 +321,38 @@ def _index(spec: tuple, arrays: Sequence, op: str) -> tuple:
     return tuple(index)
 
 
+def _check_in_bounds(name: str, spec: tuple, arrays: Sequence, shape: tuple[int, ...]) -> None:
+    """Indices in [-n, n) for their axis, as NumPy (and so the NumPy backend) requires: XLA would
+    clamp a gather and drop a scatter.  Static ints are checked now, index arrays at run time."""
+    it = iter(arrays)
+    axis = 0
+    for entry in spec:
+        if entry is None:  # a new axis
+            continue
+        if entry == indexing.ARRAY:
+            array = next(it)
+            if array.dtype == np.bool_:
+                axis += array.ndim
+                continue
+            n = shape[axis]
+            if math.prod(array.shape):
+                bad = jnp.ravel((array < -n) | (array >= n))
+                message = f"{name}: index {{}} is out of bounds for axis {axis} with size {n}"
+                check(jnp.any(bad), jnp.ravel(array)[jnp.argmax(bad)], message)
+        elif isinstance(entry, int) and not -shape[axis] <= entry < shape[axis]:
+            raise LoweringError(
+                ExecutionError, f"{name}: index {entry} is out of bounds for axis {axis} with size {shape[axis]}"
+            )
+        axis += 1
+
+
 def lower_index(op, x, *arrays):
+    _check_in_bounds(op.name, op.spec, arrays, x.shape)
     return jnp.asarray(x)[_index(op.spec, arrays, "getitem")]
 
 
 def lower_index_update(op, x, v, *arrays):
+    _check_in_bounds(op.name, op.spec, arrays, x.shape)
     at = jnp.asarray(x).at[_index(op.spec, arrays, f"at[].{op.mode}")]
     return at.set(v) if op.mode == "set" else at.add(v)
 
