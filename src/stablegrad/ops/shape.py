@@ -334,7 +334,8 @@ def broadcast_to(x, shape):
 
 
 def zeros_shaped_like(x: Variable, dtype=None) -> Variable:
-    """Zeros with x's shape, as a broadcast of one zero (creation's `zeros_like` is built on this layer)."""
+    """Zeros with x's shape, as a broadcast of one zero: `creation.zeros_like` imports this module,
+    so the shape family's own pullbacks use this instead."""
     return broadcast_to(Constant(np.zeros((), dtype or x.dtype)), shape_tuple(x))
 
 
