@@ -166,7 +166,7 @@ def _representative_graphs():
         stable.logsumexp(a, axis=1), stable.logsumexp(a, axis=1, b=a), stable.logmeanexp(a, axis=0),
         sg.grad(sg.sum(stable.logsumexp(a, axis=1) * b[:3]), a), stable.logcumsumexp(a, axis=1), stable.softmax(a), stable.log_softmax(a, axis=0),
         stable.softmax(a, where=a > 0.3), stable.softmax_cross_entropy(a, labels),
-        stable.softmax_cross_entropy(a, stable.softmax(a * 2.0)), stable.logaddexp(a, b),
+        stable.softmax_cross_entropy(a, stable.softmax(a * 2.0)), stable.logaddexp(a, b), stable.exp_of_sum(a, -b),
         stable.log1mexp(-a), stable.logdiffexp(a + 1.0, a), stable.sigmoid(a), stable.log_sigmoid(a),
         stable.softplus(a), stable.logit(a), stable.xlogy(a, b), stable.xlog1py(a, b),
         log_erfc(a),

@@ -4,6 +4,7 @@ wherever that is finite, and stays finite (value and gradient) where the naive o
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import mpmath
 import numpy as np
 import pytest
 from hypothesis import given
@@ -35,7 +36,10 @@ NAIVE = [
     Naive("log_sum_exp_axis0", lambda x: sg.log(sg.sum(sg.exp(x), axis=0)), stable.LogSumExp),
     Naive("log_sum_exp_keepdims_via_index", lambda x: x - sg.log(_sum_exp(x))[:, None], stable.LogSoftmax),
     Naive("log_weighted_sum_exp", lambda x, b: sg.log(sg.sum(sg.exp(b) * sg.exp(x), axis=-1)), stable.LogSumExp, 2),
-    Naive("log_mean_exp", lambda x: sg.log(sg.mean(sg.exp(x), axis=-1)), stable.LogSumExp),
+    Naive("log_mean_exp", lambda x: sg.log(sg.mean(sg.exp(x), axis=-1)), stable.LogMeanExp),
+    Naive("log_sum_exp_over_constant", lambda x: sg.log(_sum_exp(x) / 7.0), stable.LogSumExp),
+    Naive("exp_product", lambda a, b: sg.exp(a) * sg.exp(-b), stable.ExpOfSum, 2),
+    Naive("exp_quotient", lambda a, b: sg.exp(a) / sg.exp(b), stable.ExpOfSum, 2),
     Naive("logsumexp_of_log_weights", lambda x: sg.logsumexp(sg.log(sg.exp(x) + 1.0) + x, axis=-1), stable.LogSumExp),
     Naive("softmax", lambda x: sg.exp(x) / _sum_exp(x, keepdims=True), stable.Softmax),
     Naive("softmax_reciprocal", lambda x: sg.exp(x) * (1.0 / _sum_exp(x, keepdims=True)), stable.Softmax),
@@ -297,5 +301,29 @@ def test_log_of_a_mean_is_split_only_for_a_mean_of_exponentials():
     data = np.array([1.0, 1.0 + 2**-30])
     assert plain(data) == np.log(np.mean(data))
     of_exps = sg.function([x], sg.log(sg.mean(sg.exp(x))))
-    assert "logsumexp_from_naive" in of_exps.explain()
+    assert "logmeanexp(x, axis=0)" in of_exps.explain()
     np.testing.assert_allclose(of_exps(np.array([1000.0, 1000.0])), 1000.0, rtol=1e-15)
+    over_other = sg.function([x], sg.log(sg.sum(sg.exp(x)) / 3.0))  # 3 does not count x's entries
+    assert "logsumexp_from_naive" in over_other.explain()
+    np.testing.assert_allclose(over_other(np.array([1000.0, 1000.0])), 1000.0 + np.log(2 / 3), rtol=1e-15)
+
+
+def test_logmeanexp_is_relatively_accurate_near_zero():
+    x = sg.vector("x")
+    values = np.array([1e-10, -1e-10, 2e-10])
+    with mpmath.workdps(60):
+        exact = mpmath.log(sum(mpmath.exp(mpmath.mpf(v)) for v in values) / 3)
+    for out in (sg.logmeanexp(x), sg.log(sg.mean(sg.exp(x)))):
+        got = sg.function([x], out)(values)
+        assert abs(got - float(exact)) <= 4 * np.spacing(float(exact))
+
+
+def test_product_of_exponentials_is_as_accurate_as_written():
+    a, b = sg.scalar("a"), sg.scalar("b")
+    f = sg.function([a, b], sg.exp(a) * sg.exp(b))
+    assert "exp_of_sum" in f.explain()
+    with mpmath.workdps(60):
+        exact = float(mpmath.exp(mpmath.mpf(0.1)) * mpmath.exp(mpmath.mpf(700.3)))
+    assert abs(f(0.1, 700.3) - exact) <= 2 * np.spacing(exact)  # exp(a + b) is 200 ulps off here
+    np.testing.assert_allclose(f(800.0, -800.0), 1.0, rtol=0)  # written: inf * 0 = nan
+    np.testing.assert_allclose(f(-800.0, 790.0), np.exp(-10.0), rtol=1e-13)

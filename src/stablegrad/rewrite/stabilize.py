@@ -29,8 +29,12 @@ _REC = Kind.RECOGNITION
 
 
 def _exp_argument(v: Variable) -> Variable | None:
+    """x where v is exp(x); a + b where v is a recognised product exp(a) * exp(b)."""
     e = owner(v, Exp)
-    return e.inputs[0] if e is not None else None
+    if e is not None:
+        return e.inputs[0]
+    pair = owner(v, stable.ExpOfSum)
+    return pair.inputs[0] + pair.inputs[1] if pair is not None else None
 
 
 # -- log-sum-exp ---------------------------------------------------------------------------------
@@ -79,19 +83,51 @@ def logsumexp_with_weights_from_log(node):
 
 @rewrite(_S, _REC, Log)
 def log_of_sum_over_count(node):
-    """log(sum(exp(...)) / n) → log(sum(exp(...))) - log(n) for a positive constant n: log(mean(exp(x)))
-    becomes logsumexp - log n.  Only a sum of exponentials, which then goes on to logsumexp: for
-    another sum, log(s) - log(n) cancels where s/n is near 1 and is less accurate than log(s/n)."""
+    """log(sum(exp(x)) / n) → logmeanexp(x) when n counts the summed entries (log(mean(exp(x)))),
+    else → log(sum(exp(...))) - log(n) for a positive n, which goes on to logsumexp.
+
+    Only a sum of exponentials: for another sum, log(s) - log(n) cancels where s/n is near 1
+    and is less accurate than log(s/n)."""
     quotient = owner(node.inputs[0], Divide)
     total = owner(quotient.inputs[0], Sum) if quotient is not None else None
     if total is None or not _is_sum_of_exps(total.inputs[0]):
         return None
     n = quotient.inputs[1]
+    x = _exp_argument(total.inputs[0])
+    if x is not None and _counts_entries(n, total.inputs[0], total.op.axes):
+        return fits(stable.logmeanexp(x, axis=total.op.axes, keepdims=total.op.keepdims), node)
     value = constant_value(n)
     if not (value is not None and value > 0) and not _is_count(n):
         return None
-
     return fits(log(quotient.inputs[0]) - log(n), node)
+
+
+def _counts_entries(n: Variable, x: Variable, axes: tuple[int, ...]) -> bool:
+    """Whether n is the number of entries of x over `axes`: mean's divisor, known or symbolic."""
+    wanted_constant = 1
+    wanted_dims = set()
+    for a in axes:
+        extent = x.type.shape[a]
+        if extent is None:
+            wanted_dims.add(a)
+        else:
+            wanted_constant *= extent
+    constant, dims = 1.0, []
+    pending = [n]
+    while pending:
+        v = pending.pop()
+        value = constant_value(v)
+        if value is not None:
+            constant *= float(value)
+            continue
+        node = v.owner
+        if node is not None and isinstance(node.op, ShapeDim) and node.inputs[0] is x:
+            dims.append(node.op.axis)
+        elif node is not None and isinstance(node.op, Cast | Multiply):
+            pending.extend(node.inputs)
+        else:
+            return False
+    return constant == wanted_constant and sorted(dims) == sorted(wanted_dims)
 
 
 def _is_sum_of_exps(summand: Variable) -> bool:
@@ -162,12 +198,19 @@ def softmax_cross_entropy_from_naive(node):
 # -- pairs of exponentials ---------------------------------------------------------------------------
 @rewrite(_S, _REC, Multiply, Divide)
 def exp_of_sum_from_product_of_exps(node):
-    """exp(a) * exp(b) → exp(a + b); exp(a) / exp(b) → exp(a - b): no inf * 0 where one overflows."""
+    """exp(a) * exp(b) → exp_of_sum(a, b); exp(a) / exp(b) → exp_of_sum(a, -b): no inf * 0 where
+    one overflows, and the product's accuracy where neither does."""
     a, b = (_exp_argument(v) for v in node.inputs)
     if a is None or b is None:
         return None
+    return fits(stable.exp_of_sum(a, b if isinstance(node.op, Multiply) else -b), node)
 
-    return fits(exp(a + b if isinstance(node.op, Multiply) else a - b), node)
+
+@rewrite(_S, _REC, Log)
+def sum_from_log_of_exp_of_sum(node):
+    """log(exp_of_sum(a, b)) → a + b, as log(exp(x)) → x."""
+    pair = owner(node.inputs[0], stable.ExpOfSum)
+    return fits(pair.inputs[0] + pair.inputs[1], node) if pair is not None else None
 
 
 @rewrite(_S, _REC, Log)
@@ -458,6 +501,7 @@ RULES = (
     softmax_from_exp_log_softmax,
     softmax_cross_entropy_from_naive,
     exp_of_sum_from_product_of_exps,
+    sum_from_log_of_exp_of_sum,
     exp_of_masked_from_masked_exp,
     exp_of_masked_from_exp_times_mask,
     log1p_from_naive,

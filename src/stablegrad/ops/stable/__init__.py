@@ -1,5 +1,6 @@
 """The stable softmax family: SymbolicOps with max-shifted bodies and explicit pullbacks."""
 
+from .exp_of_sum import ExpOfSum, exp_of_sum
 from .logaddexp import Log1mExp, LogAddExp, LogDiffExp, log1mexp, logaddexp, logdiffexp
 from .logerfc import LogErfc, log_erfc
 from .logsumexp import LogCumSumExp, LogMeanExp, LogSumExp, logcumsumexp, logmeanexp, logsumexp
@@ -20,6 +21,7 @@ from .softplus import (
 from .xlogy import XLog1PY, XLogY, xlog1py, xlogy
 
 __all__ = [
+    "ExpOfSum",
     "Log1mExp",
     "LogAddExp",
     "LogCumSumExp",
@@ -36,6 +38,7 @@ __all__ = [
     "Softplus",
     "XLog1PY",
     "XLogY",
+    "exp_of_sum",
     "expit",
     "log1mexp",
     "log1pexp",

@@ -36,7 +36,7 @@ from ..elementwise import (
     sign,
     where,
 )
-from ..math import exp, log, log1p
+from ..math import exp, expm1, log, log1p
 from ..reduction import Sum, count
 from ..shape import ravel
 from ._common import (
@@ -282,7 +282,9 @@ class LogMeanExp(SymbolicOp):
 
     Naive: `log(mean(exp(x)))` fails as logsumexp does (overflow, inf/inf).
     Stable: the LogSumExp body with `log(k / n)` for `log(k)`, n the number of live
-    entries (an empty or fully masked axis gives NaN, as NumPy's mean of nothing).
+    entries (an empty or fully masked axis gives NaN, as NumPy's mean of nothing);
+    where the entries lie close to their max m, `m + log1p(mean(expm1(x - m)))`,
+    which is relatively accurate near 0 where the other form only is absolutely.
     Pullback (reads x, the mask and the output): `g · exp(x - (out + log n))`,
     the logsumexp pullback.
     """
@@ -299,9 +301,15 @@ class LogMeanExp(SymbolicOp):
         x, _, mask = unpack(inputs, False, self.masked)
         x_live = x if mask is None else where(mask, x, NEG_INF)
         m, _, _, ties, rest = split_at_max(self.axes, x_live)
+        n = self._count(*inputs)
         lead = maximum(ties, 1)
-        # log(lead / n) is exactly 0 when every entry ties: logmeanexp([a, a]) = a to the last bit
-        out = m + (log(lead / self._count(*inputs)) + log1p(rest / lead))
+        spread = log(lead / n) + log1p(rest / lead)  # exactly 0 when every entry ties
+        # Entries close together: log(mean) = log1p(mean(exp(x - m) - 1)) keeps the digits that
+        # log(lead / n) + log1p(rest / lead) cancels (logmeanexp([1e-10, -1e-10]) is 0, not 1e-17).
+        near_m = expm1(x_live - m) if mask is None else where(mask, expm1(x_live - m), 0)
+        below = Sum(self.axes, keepdims=True)(near_m) / n
+        close = greater(below, -0.5)  # log1p is well conditioned there; false for NaN (no entry, inf)
+        out = m + where(close, log1p(where(close, below, 0)), spread)
         return drop(out, self.axes, self.keepdims)
 
     def _count(self, x, mask=None) -> Variable:
