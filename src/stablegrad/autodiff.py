@@ -5,6 +5,9 @@ builds graph with the same functions users call, so gradients of gradients need
 nothing extra.  Before walking, the cost's graph is passed through the
 value-preserving recognition rewrites, so the gradient of a naive
 `log(sum(exp(x)))` is the stable pullback of `logsumexp`, not the naive one.
+Such a gradient remembers how it was taken (`Derivation`), so that the same graph
+means the same thing however it is compiled: `function(..., recognition=False)`
+takes it of the formula as written, and `explain` lists the rewrites behind it.
 """
 
 from __future__ import annotations
@@ -14,13 +17,13 @@ from collections.abc import Sequence
 
 from .errors import GradientError, attributed_to
 from .graph import hooks
-from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, toposort
+from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, substitute, toposort
 from .ops.base import Elementwise
 from .ops.creation import ones_like, zeros, zeros_like
 from .ops.elementwise import astype
 from .ops.reduction import sum as sum_
 from .ops.shape import reduce_to, reshape, shape_tuple, stack
-from .rewrite import recognise_for_grad
+from .rewrite import Change, ChangeLog, recognise_for_grad
 
 
 @paused_gc
@@ -40,8 +43,9 @@ def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = T
     single = isinstance(wrt, Variable)
     targets = [wrt] if single else list(wrt)
     _check_grad_args(cost, targets, disconnected)
+    written, log = cost, ChangeLog()
     if recognition:
-        cost = recognise_for_grad(cost, targets)
+        cost = recognise_for_grad(cost, targets, log)
     grads = _backpropagate([(cost, ones_like(cost))], targets)
     reachable: set[int] | None = None  # walked only if some wrt got no gradient
     result = []
@@ -57,7 +61,71 @@ def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = T
                 )
             g = zeros_like(w)
         result.append(g)
+    if recognition and (cost is not written or any(v.derivation is not None for v in ancestors([written]))):
+        result = Derivation(written, targets, disconnected, log).mark(result, cost)
     return result[0] if single else result
+
+
+class Derivation:
+    """How `grad` took gradients of a recognised formula: from `cost` as written, w.r.t. `wrt`.
+
+    Kept on each gradient (`Variable.derivation`, with its index), so that a graph
+    means one thing on every path: `function(..., recognition=False)` replaces the
+    gradient by the derivative of the formula as written (`written`), and `explain`
+    lists the rewrites it was taken through (`changes`, nested gradients' included).
+    """
+
+    def __init__(self, cost: Variable, wrt: list[Variable], disconnected: str, log: ChangeLog):
+        self.cost = cost
+        self.wrt = wrt
+        self.disconnected = disconnected
+        self.changes: list[Change] = derivation_changes([cost]) + log.changes
+        self._written: list[Variable] | None = None
+
+    def written(self, index: int) -> Variable:
+        """The index-th gradient, of the formula as written."""
+        if self._written is None:
+            (cost,) = as_written([self.cost])
+            self._written = grad(cost, self.wrt, self.disconnected, recognition=False)
+        return self._written[index]
+
+    def mark(self, grads: list[Variable], recognised_cost: Variable) -> list[Variable]:
+        """`grads`, each carrying this derivation: a variable the graph already had (an input,
+        a forward value) is first copied, so that marking it cannot change another formula."""
+        taken = {v.id for v in ancestors([recognised_cost])} | {w.id for w in self.wrt}
+        marked = []
+        for i, g in enumerate(grads):
+            node = g.owner
+            if node is None:  # a constant or an input: no node to copy, nothing to mark
+                marked.append(g)
+                continue
+            if g.id in taken or g.derivation is not None:
+                g = Apply(node.op, list(node.inputs), [v.type for v in node.outputs], node.location).outputs[g.index]
+            g.derivation = (self, i)
+            marked.append(g)
+        return marked
+
+
+def as_written(outputs: Sequence[Variable]) -> list[Variable]:
+    """`outputs` with every gradient in their graph taken of the formula as written."""
+    written = {v.id: _written(v.derivation) for v in ancestors(outputs) if v.derivation is not None}
+    return substitute(outputs, written) if written else list(outputs)
+
+
+def _written(derivation: tuple[Derivation, int]) -> Variable:
+    how, index = derivation
+    return how.written(index)
+
+
+def derivation_changes(outputs: Sequence[Variable]) -> list[Change]:
+    """The recognition rewrites that the gradients in the graph of `outputs` were taken through."""
+    seen: set[int] = set()
+    changes: list[Change] = []
+    for v in ancestors(outputs):
+        if v.derivation is not None and id(v.derivation[0]) not in seen:
+            seen.add(id(v.derivation[0]))
+            changes.extend(v.derivation[0].changes)
+    return changes
 
 
 def _describe(v: Variable) -> str:

@@ -102,6 +102,76 @@ def test_grad_recognises_before_differentiating():
     assert np.isnan(naive).any()  # what recognising first saves us from
 
 
+# -- one graph, one meaning: every path computes the same formula ------------------------------------
+BIG = np.array([1000.0, 1001.0])
+
+
+def test_eval_of_a_constant_graph_is_recognised_as_function_is():
+    naive = sg.log(sg.sum(sg.exp(sg.constant(BIG))))
+    np.testing.assert_allclose(naive.eval(), np.log(np.exp(0.0) + np.exp(1.0)) + 1000.0, rtol=1e-15)
+    np.testing.assert_array_equal(naive.eval(), sg.function([], naive)())
+
+
+def test_without_recognition_a_gradient_is_taken_of_the_formula_as_written():
+    x = sg.vector("x")
+    cost = sg.log(sg.sum(sg.exp(x)))
+    g = sg.grad(cost, x)  # taken of logsumexp
+    np.testing.assert_allclose(sg.function([x], g)(BIG), [1 / (1 + np.e), np.e / (1 + np.e)], rtol=1e-15)
+    with np.errstate(all="ignore"):
+        written = sg.function([x], g, recognition=False)(BIG)
+        by_hand = sg.function([x], sg.grad(cost, x, recognition=False), recognition=False)(BIG)
+    assert np.isnan(written).all()  # exp(x) / sum(exp(x)) = inf / inf, as written
+    np.testing.assert_array_equal(written, by_hand)
+
+
+def test_without_recognition_second_derivatives_are_of_the_formula_as_written():
+    x = sg.vector("x")
+    cost = sg.log(sg.sum(sg.exp(x)))
+    hv = sg.hessian_vector_product(cost, x, np.array([1.0, -1.0]))
+    p = 1 / (1 + np.e)
+    np.testing.assert_allclose(sg.function([x], hv)(BIG), [2 * p * (1 - p), -2 * p * (1 - p)], rtol=1e-14)
+    with np.errstate(all="ignore"):
+        assert np.isnan(sg.function([x], hv, recognition=False)(BIG)).all()
+
+
+def test_a_gradient_that_is_a_forward_value_is_marked_on_a_copy():
+    x, w = sg.scalar("x"), sg.scalar("w")
+    s = sg.exp(w)
+    g = sg.grad(sg.log(sg.exp(x)) * s, x)  # recognised: x * s, whose gradient is s itself
+    assert g is not s and s.derivation is None
+    with np.errstate(all="ignore"):
+        value, written = sg.function([x, w], [s, g], recognition=False)(1000.0, 0.5)
+    assert value == np.exp(0.5)  # the forward formula keeps its meaning
+    assert np.isnan(written)  # s * exp(x) / exp(x) = s * inf / inf, as written
+
+
+def test_a_loop_body_means_the_same_on_every_path():
+    x0, xs = sg.vector("x0"), sg.tensor("xs", shape=(None, 2, 2))
+
+    def step(carry, x):
+        return sg.log(sg.sum(sg.exp(carry[:, None] + x), axis=0)), None
+
+    final, _ = sg.scan(step, x0, xs)
+    cost = sg.sum(final)
+    g = sg.grad(cost, x0)
+    args = (np.array([500.0, 510.0]), np.full((3, 2, 2), 100.0))
+    value, grad_ = sg.function([x0, xs], [cost, g])(*args)
+    assert np.isfinite(value) and np.all(np.isfinite(grad_))
+    with np.errstate(all="ignore"):
+        raw_value, raw_grad = sg.function([x0, xs], [cost, g], recognition=False)(*args)
+    assert not np.isfinite(raw_value) and not np.all(np.isfinite(raw_grad))
+
+
+def test_explain_lists_the_rewrites_a_gradient_was_taken_through():
+    x = sg.vector("x")
+    g = sg.grad(sg.log(sg.sum(sg.exp(x))), x)
+    assert "[logsumexp_from_naive]" in sg.explain(g)
+    assert "[logsumexp_from_naive]" in sg.function([x], g).explain()
+    assert "[logsumexp_from_naive]" in sg.explain(sg.hessian_vector_product(sg.log(sg.sum(sg.exp(x))), x, x))
+    plain = sg.grad(sg.sum(x**2), x)
+    assert plain.derivation is None and "logsumexp" not in sg.explain(plain)
+
+
 def test_grad_with_respect_to_an_intermediate_keeps_it():
     x = sg.vector("x")
     e = sg.exp(x)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import backends
+from ..autodiff import as_written, derivation_changes
 from ..backends.provenance import advice_at
 from ..errors import InputError, format_location
 from ..graph import hooks
@@ -55,9 +56,12 @@ class Function:
         _check_signature(self.inputs, self.outputs)
         self.recognition = recognition
         self.backend = backend
-        self.changes = ChangeLog()
+        # one graph, one meaning: a gradient of a recognised formula in `outputs` is, without
+        # recognition, taken of the formula as written; with it, its rewrites are listed too
+        self.changes = ChangeLog(derivation_changes(self.outputs) if recognition else [])
+        outputs = self.outputs if recognition else as_written(self.outputs)
         target = backends.backend(backend)
-        optimized = optimize(self.outputs, self.inputs, recognition, self.changes, target.runs_whole)
+        optimized = optimize(outputs, self.inputs, recognition, self.changes, target.runs_whole)
         self.graph = FunctionGraph(self.inputs, optimized)
         advise = _advice_for(self) if check_finite else None
         self._program = target.compile(self.graph, backends.Options(shard=shard, check_finite=advise))
@@ -109,7 +113,7 @@ def explain(outputs, file=None) -> str:
     True
     """
     outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
-    log = ChangeLog()
+    log = ChangeLog(derivation_changes(outs))
     optimize(outs, graph_inputs(outs), True, log)
     return _explain_text(log, file)
 

@@ -31,7 +31,9 @@ class Variable:
     graph, so `sg.exp(x) * w + 1` reads as it would with arrays.
     """
 
-    __slots__ = ("id", "index", "name", "owner", "type")
+    #: `derivation`: for a gradient `grad` took of a recognised formula, how to take it of the
+    #: formula as written instead (what `function(..., recognition=False)` computes); else None
+    __slots__ = ("derivation", "id", "index", "name", "owner", "type")
     __array_priority__ = 1000  # so that ndarray + Variable defers to Variable.__radd__
 
     def __init__(self, type: TensorType, owner: Apply | None = None, index: int = 0, name: str | None = None):
@@ -40,6 +42,7 @@ class Variable:
         self.index = index
         self.name = name
         self.id = next(_ids)
+        self.derivation: tuple[Any, int] | None = None
 
     # -- type shortcuts -------------------------------------------------------------
     @property

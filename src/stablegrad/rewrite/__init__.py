@@ -9,6 +9,6 @@ from .engine import Change, ChangeLog, Kind, Phase, Rewrite, RewriteCycleError, 
 from .pipeline import PIPELINE, optimize, recognise
 
 
-def recognise_for_grad(cost: Variable, wrt: Sequence[Variable]) -> Variable:
+def recognise_for_grad(cost: Variable, wrt: Sequence[Variable], log: ChangeLog | None = None) -> Variable:
     """The cost with naive formulas replaced by stable primitives; `wrt` stay as they are."""
-    return recognise([cost], keep=wrt)[0]
+    return recognise([cost], keep=wrt, log=log)[0]
