@@ -13,6 +13,16 @@ else:
     settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--soak",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="run the rewrite fuzzer (tests/rewrite/test_fuzz.py) in fresh rounds for this long",
+    )
+
+
 def pytest_configure(config):
     """`STABLEGRAD_TEST_BACKEND=jax pytest tests/ops`: the op suite with `backend="jax"` as every function's default.
 

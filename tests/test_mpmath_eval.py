@@ -101,6 +101,13 @@ def test_mpmath_scan_loops_over_its_step_graph():
             assert abs(got - term / mpmath.fsum(terms)) < mpmath.mpf(10) ** -30
 
 
+def test_mpmath_float_result_of_integers_is_exact():
+    x = sg.tensor("x", shape=(2,), dtype="int64")
+    (value,) = evaluate([x], [sg.exp(x)], [np.array([800, 0])])
+    assert mpmath.almosteq(value[0], mpmath.exp(800), rel_eps=1e-14)  # not float64's overflow to inf
+    assert value[1] == 1
+
+
 def test_mpmath_integer_and_shape_ops_stay_exact():
     x = sg.matrix("x")
     i = sg.vector("i", dtype="int64")

@@ -327,3 +327,21 @@ def test_product_of_exponentials_is_as_accurate_as_written():
     assert abs(f(0.1, 700.3) - exact) <= 2 * np.spacing(exact)  # exp(a + b) is 200 ulps off here
     np.testing.assert_allclose(f(800.0, -800.0), 1.0, rtol=0)  # written: inf * 0 = nan
     np.testing.assert_allclose(f(-800.0, 790.0), np.exp(-10.0), rtol=1e-13)
+
+
+def test_log1p_of_expm1_is_the_identity_where_the_composition_cancels():
+    x = sg.vector("x", dtype="float32")
+    f = sg.function([x], [sg.log(1.0 + (sg.exp(x) - 1.0)), sg.log1p(sg.expm1(x))])
+    values = np.array([-10.90625, -100.0, 0.0, 3.0, -np.inf, np.inf, np.nan], dtype=np.float32)
+    for got in f(values):
+        np.testing.assert_array_equal(got, values)  # written: -10.9054 at the first entry (1 - 0.99998)
+    assert "[log1p_of_expm1]" in f.explain()
+
+
+def test_a_one_operand_op_of_a_broadcast_is_computed_before_broadcasting():
+    x = sg.tensor("x", shape=(None, None))
+    y = sg.log1p(sg.expm1(sg.broadcast_to(x, (x.shape[0], 3))))
+    f = sg.function([x], y)
+    assert "[broadcast_after_unary]" in f.explain()
+    assert [type(n.op).__name__ for n in f.nodes if type(n.op).__name__ in ("Log1p", "Expm1")] == []
+    np.testing.assert_array_equal(f(np.array([[-40.0], [2.0]])), [[-40.0] * 3, [2.0] * 3])

@@ -135,6 +135,9 @@ class Evaluator:
     def apply(self, op: Op, node: Apply, args: list):
         impl = MPMATH_IMPLEMENTATIONS.get(type(op))
         if impl is not None:
+            floats_in = any(v.dtype.kind == "f" for v in node.inputs)
+            if not floats_in and any(v.dtype.kind == "f" for v in node.outputs):  # exp(int): exactly, not in float64
+                args = [to_mp(a) for a in args]
             return impl(op, *args)
         if isinstance(op, Scan):
             return self._scan(op, args)

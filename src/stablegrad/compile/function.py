@@ -120,7 +120,8 @@ def explain(outputs, file=None) -> str:
 
 def _explain_text(log: ChangeLog, file) -> str:
     shown = [c for c in log.changes if c.kind is not Kind.INLINING]
-    lines = [str(c) for c in shown] or ["no rewrites changed the formulas as written"]
+    # (a formula and its gradient are rewritten alike: each rewrite is listed once)
+    lines = list(dict.fromkeys(str(c) for c in shown)) or ["no rewrites changed the formulas as written"]
     text = "\n".join(lines) + "\n"
     if file is not None:
         file.write(text)

@@ -3,7 +3,8 @@
 - `x[:, None]`-style indexing that only adds axes is `expand_dims`;
 - `expand_dims(sum(x, axis), axis)` is `sum(x, axis, keepdims=True)`;
 - `x * (1 / y)` is `x / y`;
-- `log(exp(x))` is `x`, and `-(-x)` is `x`.
+- `log(exp(x))` and `log1p(expm1(x))` are `x`, and `-(-x)` is `x`;
+- a one-operand elementwise op of a broadcast is the broadcast of the op.
 (Merging duplicates and folding constants happen in every pass; see engine.py.)
 """
 
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..ops.base import Elementwise
 from ..ops.elementwise import Divide, Multiply, Negative, divide
 from ..ops.indexing import Index
-from ..ops.math import Exp, Log
-from ..ops.shape import ExpandDims
+from ..ops.math import Exp, Expm1, Log, Log1p
+from ..ops.shape import BroadcastTo, ExpandDims
 from .engine import Kind, Phase, rewrite
 from .patterns import fits, is_constant, owner
 
@@ -58,6 +60,21 @@ def log_of_exp(node):
     return fits(e.inputs[0], node) if e is not None else None
 
 
+@rewrite(_C, _ALGEBRA, Log1p)
+def log1p_of_expm1(node):
+    """log1p(expm1(x)) → x: exact everywhere (expm1 > -1), where the composition cancels for x << 0."""
+    e = owner(node.inputs[0], Expm1)
+    return fits(e.inputs[0], node) if e is not None else None
+
+
+@rewrite(_C, _ALGEBRA, Elementwise)
+def broadcast_after_unary(node):
+    """f(broadcast_to(x, shape)) → broadcast_to(f(x), shape) for a one-operand elementwise f: each
+    distinct entry computed once, and a pattern below the broadcast (log1p(expm1(x))) kept visible."""
+    b = owner(node.inputs[0], BroadcastTo) if len(node.inputs) == 1 else None
+    return fits(BroadcastTo()(node.op(b.inputs[0]), *b.inputs[1:]), node) if b is not None else None
+
+
 @rewrite(_C, _ALGEBRA, Negative)
 def double_negation(node):
     """-(-x) → x."""
@@ -70,5 +87,7 @@ RULES = (
     keepdims_from_expand_dims,
     divide_from_reciprocal_product,
     log_of_exp,
+    log1p_of_expm1,
+    broadcast_after_unary,
     double_negation,
 )

@@ -16,9 +16,9 @@ from ...errors import DTypeError, ShapeError
 from ...graph.basic import Variable
 from ...graph.types import broadcast_shapes, normalize_axis
 from ..base import as_operands
-from ..elementwise import astype
+from ..elementwise import astype, equal, where
 from ..math import log1p
-from ..reduction import _Extremum
+from ..reduction import Sum, _Extremum
 from ..shape import ExpandDims, Squeeze
 
 NEG_INF = -np.inf
@@ -102,3 +102,17 @@ class MaxShift(_Extremum):
 
     def perform(self, x):
         return np.maximum.reduce(x, axis=self.axes, keepdims=self.keepdims, initial=-np.inf)
+
+
+def softmax_vjp(axes: tuple[int, ...], p: Variable, g: Variable) -> Variable:
+    """The softmax Jacobian (diag p - p pᵀ) applied to g: p · (g - Σ p·g), taken around c.
+
+    With c the mean of g where p is largest, `p · ((g - c) - Σ p·(g - c))` is the same
+    (Σ p = 1).  Where p concentrates on one entry (a saturated softmax) its largest terms
+    `g - c` are then exactly 0, and the result keeps its relative accuracy where the plain
+    form cancels O(1) terms down to 1e-5 (9e3 ulps at logits [700, 710, -800]) or to 0.
+    """
+    top = equal(p, MaxShift(axes, keepdims=True)(p))
+    c = Sum(axes, keepdims=True)(where(top, g, 0)) / Sum(axes, keepdims=True)(astype(top, g.dtype))
+    d = g - c
+    return p * (d - Sum(axes, keepdims=True)(p * d))

@@ -14,9 +14,9 @@ from typing import ClassVar, final
 import numpy as np
 
 from ...errors import ShapeError
-from ...graph.basic import Reads
+from ...graph.basic import READS_INPUTS, Reads
 from ..composite import SymbolicOp
-from ..elementwise import astype, equal, less, maximum, where
+from ..elementwise import astype, equal, greater, less, maximum, where
 from ..math import exp, expm1, log, log1p
 from ._common import NEG_INF, POS_INF, log_tied_plus_rest, promote, restore
 
@@ -92,13 +92,15 @@ class Log1mExp(SymbolicOp):
     Naive: `log(1 - exp(x))` is log(0) = -inf for x > -1e-16 and loses all digits
     near 0; its gradient `-exp(x) / (1 - exp(x))` is 0/0-prone.
     Stable (Mächler 2012): `log1p(-exp(x))` for x < log ½, else `log(-expm1(x))`.
-    Pullback (reads operand and output): `-g · exp(x - out)`, which is -inf at
-    both zeros and decays like -exp(x) far out.
+    Pullback (reads the operand): d/dx = -exp(x) / (1 - exp(x)), as `exp(x) / expm1(x)`
+    for x < log ½ and `-1 / expm1(-x)` above, where neither overflows nor cancels (not
+    `exp(x - out)`, which carries the rounding of `out`: 100 ulps at x = -1e-300); -inf at
+    both zeros, NaN for x > 0 as the value, and its own derivative finite far out.
     """
 
     public_name: ClassVar[str] = "log1mexp"
 
-    reads = Reads(inputs=(0,), outputs=(0,))
+    reads = READS_INPUTS
 
     def build(self, x):
         far = less(x, _LOG_HALF)
@@ -106,8 +108,11 @@ class Log1mExp(SymbolicOp):
         return where(far, log1p(-exp(where(far, x, _LOG_HALF))), log(-expm1(near)))
 
     def pullback(self, inputs, outputs, grads):
-        (x,), (out,), (g,) = inputs, outputs, grads
-        return [-g * exp(x - out)]
+        (x,), (g,) = inputs, grads
+        far = less(x, _LOG_HALF)
+        x_far, x_near = where(far, x, _LOG_HALF), where(far, _LOG_HALF, x)  # both branches finite
+        near = where(greater(x, 0), np.nan, -1 / expm1(0 - x_near))  # `0 -`: both zeros give +0, slope -inf
+        return [g * where(far, exp(x_far) / expm1(x_far), near)]
 
 
 def log1mexp(x):

@@ -42,9 +42,12 @@ class LogErfc(SymbolicOp):
 
     def pullback(self, inputs, outputs, grads):
         x = inputs[0]
-        negative, positive = minimum(x, 0), maximum(x, 0)  # each branch on its own side, so both stay finite
+        # each branch on its own side, so both stay finite; where(), not minimum/maximum, whose
+        # derivative at the tie x = 0 is split in halves and would halve the second derivative there
+        below_zero = x < 0
+        negative, positive = where(below_zero, x, 0), where(below_zero, 0, x)
         below = exp(-square(negative)) / erfc(negative)
-        return [grads[0] * -_TWO_OVER_SQRT_PI * where(x < 0, below, 1 / erfcx(positive))]
+        return [grads[0] * -_TWO_OVER_SQRT_PI * where(below_zero, below, 1 / erfcx(positive))]
 
 
 def log_erfc(x):

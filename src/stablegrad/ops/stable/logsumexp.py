@@ -51,6 +51,7 @@ from ._common import (
     log_tied_plus_rest,
     promote,
     restore,
+    softmax_vjp,
 )
 
 
@@ -152,7 +153,8 @@ class LogSumExpGrad(SymbolicOp):
     start: where both are inlined (the JAX backend), the gradient costs one more
     pass over x instead of a second max and sum.  +inf entries share the mass
     equally (the limit); an empty row gets 0, so no NaN reaches second order.
-    Pullback (reads only the output p): `p · (g - Σ g·p)`, which is 0 where p is.
+    Pullback (reads only the output p): `p · (g - Σ g·p)`, which is 0 where p is, taken
+    around the largest p (`softmax_vjp`) so a saturated softmax keeps its digits.
     """
 
     public_name: ClassVar[str] = "logsumexp_grad"
@@ -167,7 +169,7 @@ class LogSumExpGrad(SymbolicOp):
 
     def pullback(self, inputs, outputs, grads):
         (p,), (g,) = outputs, grads
-        return [p * (g - Sum(self.axes, keepdims=True)(g * p))]
+        return [softmax_vjp(self.axes, p, g)]
 
 
 def logical_or_not(a: Variable, live: Variable) -> Variable:

@@ -24,7 +24,17 @@ from ..indexing import take_along_axis
 from ..math import exp
 from ..reduction import All, Sum
 from ..shape import ExpandDims, Squeeze, as_shape_inputs, broadcast_to, reshape, shape_tuple
-from ._common import NEG_INF, MaxShift, as_mask, axes_of, check_broadcast, log_tied_plus_rest, promote, restore
+from ._common import (
+    NEG_INF,
+    MaxShift,
+    as_mask,
+    axes_of,
+    check_broadcast,
+    log_tied_plus_rest,
+    promote,
+    restore,
+    softmax_vjp,
+)
 
 
 def _shifted(axes: tuple[int, ...], x_live: Variable) -> tuple[Variable, Variable]:
@@ -58,7 +68,8 @@ class Softmax(SymbolicOp):
     Naive: `exp(x) / sum(exp(x))` is inf/inf once an entry passes ~709 (float64).
     Stable: `exp(x - max) / sum(exp(x - max))`, with `x - max` taken as 0 at +inf
     maxima so that +inf entries share the mass equally (the limit).
-    Pullback (reads x, the mask and the output): `out · (g - sum(g · out))`, and 0
+    Pullback (reads x, the mask and the output): `out · (g - sum(g · out))`, taken
+    around the largest entry (`softmax_vjp`: a saturated softmax keeps its digits), and 0
     on rows with no live entry above -inf (their value is NaN, 0/0).
     """
 
@@ -80,7 +91,7 @@ class Softmax(SymbolicOp):
         _, mask, x_live = _unpack(inputs, self.masked)
         (out,), (g,) = outputs, grads
         p = where(_dead(self.axes, x_live), 0, out)
-        gx = p * (g - Sum(self.axes, keepdims=True)(g * p))
+        gx = softmax_vjp(self.axes, p, g)
         return [gx] if mask is None else [gx, zero_grad(mask)]
 
 

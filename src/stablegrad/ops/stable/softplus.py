@@ -97,7 +97,8 @@ class Logit(SymbolicOp):
     Naive: `log(p / (1 - p))` cancels near p = 1/2 (where logit is near 0).
     Stable: `log1p((2p - 1) / (1 - p))` on [1/4, 3/4] (2p - 1 is exact there),
     `log(p) - log1p(-p)` elsewhere.
-    Pullback (reads the operand): `g / (p (1 - p))`, NaN outside [0, 1].
+    Pullback (reads the operand): `g · (1/p + 1/(1 - p))`, NaN outside [0, 1]; a sum, not
+    `g / (p (1 - p))`, whose own derivative meets inf - inf where p² underflows.
     """
 
     public_name: ClassVar[str] = "logit"
@@ -112,7 +113,7 @@ class Logit(SymbolicOp):
     def pullback(self, inputs, outputs, grads):
         (p,), (g,) = inputs, grads
         inside = logical_and(greater_equal(p, 0), less_equal(p, 1))
-        return [where(inside, g / (p * (1 - p)), np.nan)]
+        return [where(inside, g * (1 / p + 1 / (1 - p)), np.nan)]
 
 
 def _unary(op, name: str, doc: str):
