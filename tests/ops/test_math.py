@@ -197,3 +197,22 @@ def test_power_with_a_zero_cotangent_contributes_zero_where_the_power_overflows(
     assert gy == 0.0 and gc == np.inf  # 10**400 is past the float64 range: inf is its value
     gc, gy = sg.function([c, y], sg.grad(out, [c, y]))(2.0, 0.5)
     np.testing.assert_allclose([gc, gy], [0.5**400, 2.0 * 400 * 0.5**399], rtol=1e-14)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 3.0, np.int64(3), "int32 constant", "input"])
+def test_integer_powers_at_zero_have_their_exact_derivatives(k):
+    x = sg.scalar("x")
+    inputs, args = [x], []
+    if k == "int32 constant":
+        k = sg.constant(np.int32(3))
+    elif k == "input":
+        k_in = sg.scalar("k")
+        inputs, args, k = [x, k_in], [3.0], k_in
+    y = x**k
+    d1 = sg.grad(y, x)
+    d2 = sg.grad(d1, x, disconnected="zero")
+    n = 3 if not isinstance(k, int | float | np.integer) else int(k)
+    exact = [1.0 if n == 1 else 0.0, 2.0 if n == 2 else 0.0]  # d/dx x^n and d²/dx² x^n at 0
+    for zero in (0.0, -0.0):
+        got = sg.function(inputs, [d1, d2])(zero, *args)
+        assert [float(v) for v in got] == exact, f"x**{n} at {zero}: {got}"
