@@ -22,6 +22,8 @@ import pytest
 import stablegrad as sg
 from stablegrad.audit.mpmath_eval import evaluate, to_mp
 
+from .helpers import BACKEND
+
 mpmath = pytest.importorskip("mpmath")
 
 DIRECTION = np.array([1.0, -0.5, 0.25])
@@ -39,6 +41,9 @@ class Spec:
     #: domain, exp(x_j + reversed logcumsumexp(log g - out)), whose exponent cancels |x_j - max x|
     #: (27 ulps at [-40, 0, 40]: the early prefix has the whole weight of its own output)
     ulps: int = 16
+    #: a math-library primitive (exp, sinh, ...): its values, and so its derivatives, are the
+    #: backend's own; XLA's exp2, sinh and cosh are ~250 ulps off near the overflow threshold
+    primitive: bool = False
 
 
 def _pairs(op):
@@ -144,7 +149,7 @@ SPECS = [
 
 def _plain(name: str, op: Callable, points: tuple, points32: tuple) -> Spec:
     """An ordinary elementwise op: its own formula is the reference (the evaluator computes it exactly)."""
-    return Spec(name, op, op, points, points32)
+    return Spec(name, op, op, points, points32, primitive=True)
 
 
 # The elementwise ops' pullbacks at huge, tiny and pole-adjacent inputs: each entry is its
@@ -175,8 +180,23 @@ SPECS += [
     _plain("power -2.5", lambda x: x**-2.5, ([1e-300, 1e80, 2.0], [1e-100, 0.5, 1e20]), ([1e-12, 1e10, 2.0],)),
     _plain("abs", sg.abs, ([-1e300, 1e-300, -2.0],), ([-1e30, 1e-30, -2.0],)),
 ]
-CASES = [(s, np.array(p), np.float64) for s in SPECS for p in s.points]
-CASES += [(s, np.array(p), np.float32) for s in SPECS for p in s.points32]
+# XLA on CPU flushes subnormal numbers to zero: a subnormal input is 0 there, a point of its own
+FLUSHES = BACKEND != "numpy"
+LIBRARY_ULPS = 32 if BACKEND != "numpy" else 1  # how much looser a primitive's own accuracy is
+
+
+def _has_subnormals(point, dtype) -> bool:
+    values = np.abs(np.array(point, dtype=dtype))
+    return bool(np.any((values > 0) & (values < np.finfo(dtype).tiny)))
+
+
+CASES = [
+    (s, np.array(p), t)
+    for s in SPECS
+    for points, t in ((s.points, np.float64), (s.points32, np.float32))
+    for p in points
+    if not (FLUSHES and _has_subnormals(p, t))
+]
 IDS = [f"{s.name}-{t.__name__}-{p.tolist()}" for s, p, t in CASES]
 
 
@@ -249,6 +269,8 @@ def test_gradient_and_hessian_vector_product_at_stress_points(spec, point, dtype
     got_grad, got_hvp = sg.function([x], [grad, hvp])(point.astype(dtype))
     exact_grad, grad_scale, exact_hvp, hvp_scale = _exact_derivatives(spec, point.astype(dtype), weights)
     where = f"{spec.name} at {point.tolist()} ({np.dtype(dtype).name})"
-    _close(got_grad, exact_grad, grad_scale, dtype, spec.ulps, f"gradient of {where}")
+    loose = LIBRARY_ULPS if spec.primitive else 1
+    _close(got_grad, exact_grad, grad_scale, dtype, spec.ulps * loose, f"gradient of {where}")
     carried = np.max(grad_scale) * np.max(np.abs(DIRECTION))
-    _close(got_hvp, exact_hvp, np.maximum(hvp_scale, carried), dtype, 64, f"Hessian-vector product of {where}")
+    hvp_scale = np.maximum(hvp_scale, carried)
+    _close(got_hvp, exact_hvp, hvp_scale, dtype, 64 * loose, f"Hessian-vector product of {where}")
