@@ -242,3 +242,17 @@ def test_take_along_axis_of_argmax_is_max():
     _, value = evaluate(lambda v: sg.take_along_axis(v, sg.argmax(v, axis=1, keepdims=True), 1), [x])
     np.testing.assert_array_equal(value, x.max(axis=1, keepdims=True))
     assert_zero_pullback(sg.argmax(symbols([x])[0], axis=1))
+
+
+def test_gradients_of_many_indexings_hold_no_array_sized_constants():
+    """Each x[t] pulls back from zeros x's size: T of them as constants held T²·K numbers."""
+    from stablegrad.graph.basic import Constant, ancestors
+    from stablegrad.ops.creation import LARGEST_CONSTANT
+
+    x = sg.tensor("x", shape=(200, 50))  # 10⁴ entries, past LARGEST_CONSTANT
+    cost = sg.sum(sg.stack([sg.sum(x[t] ** 2) for t in range(200)]))
+    g = sg.grad(cost, x)
+    big = [v for v in ancestors([g]) if isinstance(v, Constant) and v.data.size > LARGEST_CONSTANT]
+    assert big == []
+    values = np.arange(10_000.0).reshape(200, 50)
+    np.testing.assert_array_equal(sg.function([x], g)(values), 2 * values)

@@ -35,6 +35,12 @@ class Alloc(Op):
         return [reduce_to(grads[0], shape_tuple(value))] + [zero_grad(d) for d in inputs[1:]]
 
 
+#: entries above which a filled tensor is allocated when the function runs rather than held as a
+#: constant: gradients of indexing start from zeros the indexed array's size, one per indexing,
+#: and T constants of a (T, K) array would hold T²·K numbers for the life of the graph
+LARGEST_CONSTANT = 4096
+
+
 def full(shape, fill_value, dtype=None):
     """A tensor of `shape` filled with `fill_value` (numpy.full)."""
     if dtype is None and not isinstance(fill_value, Variable):
@@ -44,7 +50,9 @@ def full(shape, fill_value, dtype=None):
         value = value.astype(dtype)
     dims = as_shape_inputs(shape, "full")
     if isinstance(value, Constant) and all(isinstance(d, Constant) for d in dims):
-        return Constant(np.full(tuple(int(d.data) for d in dims), value.data))
+        extents = tuple(int(d.data) for d in dims)
+        if math.prod(extents) <= LARGEST_CONSTANT:
+            return Constant(np.full(extents, value.data))
     return Alloc()(value, *dims)
 
 

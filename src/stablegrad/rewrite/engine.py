@@ -31,10 +31,11 @@ import numpy as np
 from ..errors import StableGradError, format_location
 from ..graph.basic import Apply, Constant, Op, Variable
 from ..graph.printing import expression
+from ..ops.creation import LARGEST_CONSTANT
 from .extents import Extents
 
 #: folding never produces constants larger than this (they would bloat the graph)
-FOLD_LIMIT = 4096
+FOLD_LIMIT = LARGEST_CONSTANT
 #: the longest chain of rewrites of rewrites; real chains are a handful long
 MAX_CHAIN = 64
 
