@@ -19,8 +19,9 @@ from .errors import GradientError, attributed_to
 from .graph import hooks
 from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, substitute, toposort
 from .ops.base import Elementwise
-from .ops.creation import ones_like, zeros, zeros_like
+from .ops.creation import Alloc, ones_like, zeros, zeros_like
 from .ops.elementwise import astype
+from .ops.indexing import IndexUpdate
 from .ops.reduction import sum as sum_
 from .ops.shape import reduce_to, reshape, shape_tuple, stack
 from .rewrite import Change, ChangeLog, recognise_for_grad
@@ -192,8 +193,37 @@ def _backpropagate(seeds: Sequence[tuple[Variable, Variable]], targets: Sequence
                 continue
             g = _fit(g, v, _keeps_shape(node, i))
             previous = grads.get(v.id)
-            grads[v.id] = g if previous is None else previous + g
+            grads[v.id] = g if previous is None else _accumulate(previous, g)
     return grads
+
+
+def _accumulate(total: Variable, g: Variable) -> Variable:
+    """total + g, where an indexing's pullback (zeros with g added at the index) is instead added
+    at its index into the total: T indexings of one array then cost T updates of one buffer
+    (which the backends do in place), not T full-size sums of mostly zeros."""
+    for into, scattered in ((total, g), (g, total)):
+        node = scattered.owner
+        if (
+            node is not None
+            and isinstance(node.op, IndexUpdate)
+            and node.op.mode == "add"
+            and _all_zeros(node.inputs[0])
+            and into.type == scattered.type
+        ):
+            return IndexUpdate(node.op.spec, "add")(into, *node.inputs[1:])
+    return total + g
+
+
+def _all_zeros(v: Variable) -> bool:
+    node = v.owner
+    if isinstance(v, Constant):
+        return not v.data.any()
+    return (
+        node is not None
+        and isinstance(node.op, Alloc)
+        and isinstance(node.inputs[0], Constant)
+        and not node.inputs[0].data.any()
+    )
 
 
 def _keeps_shape(node: Apply, i: int) -> bool:

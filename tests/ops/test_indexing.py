@@ -256,3 +256,30 @@ def test_gradients_of_many_indexings_hold_no_array_sized_constants():
     assert big == []
     values = np.arange(10_000.0).reshape(200, 50)
     np.testing.assert_array_equal(sg.function([x], g)(values), 2 * values)
+
+
+def test_gradients_of_many_indexings_are_accumulated_at_their_index():
+    """T indexings of a (T, K) array: one buffer updated T times, not T full-size sums."""
+    T = 50
+    x = sg.tensor("x", shape=(T, 4))
+    cost = sg.sum(x**3) + sg.sum(sg.stack([sg.sum(x[t] * x[(t + 1) % T]) for t in range(T)]))
+    g = sg.grad(cost, x)
+    f = sg.function([x], g)
+    full_size_sums = [n for n in f.nodes if type(n.op).__name__ == "Add" and n.outputs[0].type.shape == (T, 4)]
+    assert len(full_size_sums) <= 1  # (the x**3 term joins once)
+    values = np.random.default_rng(0).normal(size=(T, 4))
+    expected = 3 * values**2 + np.roll(values, 1, axis=0) + np.roll(values, -1, axis=0)
+    np.testing.assert_allclose(f(values), expected, rtol=1e-14, atol=1e-14)  # (three O(1) terms)
+
+
+def test_an_index_update_writes_in_place_only_into_a_buffer_nothing_else_reads():
+    z = sg.zeros((3,))
+    a = z.at[0].add(1.0)
+    b = a.at[1].add(2.0)
+    c = z.at[2].add(5.0)  # z read twice: neither update may write into it
+    d = b.at[2].add(3.0)  # b is read once, by this update: written in place
+    a_, b_, c_, d_ = sg.function([], [a, b, c, d])()
+    np.testing.assert_array_equal(a_, [1.0, 0.0, 0.0])  # a is an output: b copies it
+    np.testing.assert_array_equal(b_, [1.0, 2.0, 0.0])
+    np.testing.assert_array_equal(c_, [0.0, 0.0, 5.0])
+    np.testing.assert_array_equal(d_, [1.0, 2.0, 3.0])

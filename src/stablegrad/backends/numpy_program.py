@@ -19,7 +19,9 @@ import numpy as np
 
 from ..errors import ExecutionError, StableGradError
 from ..graph.basic import Apply, Constant, Op, Variable, toposort
+from ..ops.creation import Alloc
 from ..ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Negative, Subtract
+from ..ops.indexing import IndexUpdate
 from ..ops.math import Exp, Log, Log1p
 from ..ops.shape import ShapeDim
 from .numpy_fused import FUSED
@@ -77,13 +79,16 @@ class Program:
         self.input_slots = [slot_of(v) for v in inputs]
         steps = []
         last_use: dict[int, int] = {}
+        readers: dict[int, int] = {}
         for i, node in enumerate(nodes):
             ins = [slot_of(v) for v in node.inputs]
             outs = [slot_of(v) for v in node.outputs]
             for s in ins:
                 last_use[s] = i
+                readers[s] = readers.get(s, 0) + 1
             steps.append((node, ins, outs))
         self.output_slots = [slot_of(v) for v in outputs]
+        owned = _fresh_buffers(steps, readers, set(self.input_slots) | set(self.output_slots))
         keep = set(self.output_slots)
         read = keep.union(last_use)
         frees: list[list[int]] = [[] for _ in nodes]
@@ -95,7 +100,9 @@ class Program:
         self.nslots = len(slot)
         self.steps = [
             (
-                implementation(node.op, frozenset(k for k, s in enumerate(outs) if s not in read)),
+                node.op.perform_in_place  # type: ignore[attr-defined]
+                if isinstance(node.op, IndexUpdate) and ins[0] in owned
+                else implementation(node.op, frozenset(k for k, s in enumerate(outs) if s not in read)),
                 ins,
                 outs[0] if len(outs) == 1 else outs,
                 len(outs) == 1,
@@ -248,6 +255,16 @@ def _execution_error(node: Apply, exc: Exception) -> ExecutionError:
     shapes = ", ".join(str(np.shape(v.data)) if isinstance(v, Constant) else str(v.type) for v in node.inputs)
     message = str(exc).strip()  # NumPy's broadcast message ends in a space
     return ExecutionError(f"{node.op.name}: {message} (operands {shapes})", location=node.location)
+
+
+def _fresh_buffers(steps, readers: dict[int, int], kept: set[int]) -> set[int]:
+    """Slots an index update may write in place: a fresh array (from `full` or another update)
+    that this update is the only reader of, so no view of it and no other reader can exist."""
+    fresh = set()
+    for node, _, outs in steps:
+        if isinstance(node.op, Alloc | IndexUpdate):
+            fresh.add(outs[0])
+    return {s for s in fresh if readers.get(s) == 1 and s not in kept}
 
 
 def _schedule(nodes: list[Apply]) -> list[Apply]:

@@ -142,7 +142,11 @@ class IndexUpdate(Op):
         return [TensorType(x.dtype, x.type.shape)]
 
     def perform(self, x, v, *arrays):
-        out = np.array(x, copy=True)
+        return self.perform_in_place(np.array(x, copy=True), v, *arrays)
+
+    def perform_in_place(self, out, v, *arrays):
+        """The update written into `out` itself: for a backend that knows nothing else holds it
+        (a gradient accumulated over many indexings updates one buffer, not a copy each)."""
         index = _index_tuple(self.spec, arrays)
         if self.mode == "set":
             out[index] = v
