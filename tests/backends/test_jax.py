@@ -436,7 +436,7 @@ def test_nodes_are_the_optimized_graph():
 # -- errors ------------------------------------------------------------------------------------------------
 def test_unknown_backend_names_the_choices():
     x = sg.vector("x")
-    with pytest.raises(sg.StableGradError, match=r"unknown backend 'tpu' \(available: 'numpy', 'jax'\)"):
+    with pytest.raises(sg.StableGradError, match=r"unknown backend 'tpu' \(available: 'numpy', 'jax', 'numba'\)"):
         sg.function([x], x + 1, backend="tpu")
 
 

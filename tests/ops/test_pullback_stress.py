@@ -181,8 +181,8 @@ SPECS += [
     _plain("abs", sg.abs, ([-1e300, 1e-300, -2.0],), ([-1e30, 1e-30, -2.0],)),
 ]
 # XLA on CPU flushes subnormal numbers to zero: a subnormal input is 0 there, a point of its own
-FLUSHES = BACKEND != "numpy"
-LIBRARY_ULPS = 32 if BACKEND != "numpy" else 1  # how much looser a primitive's own accuracy is
+FLUSHES = BACKEND == "jax"
+LIBRARY_ULPS = 32 if BACKEND == "jax" else 1  # how much looser a primitive's own accuracy is (XLA)
 
 
 def _has_subnormals(point, dtype) -> bool:

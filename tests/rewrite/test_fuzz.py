@@ -15,7 +15,8 @@ exactly (mpmath) and in floating point:
     number (unless the written one is not finite either: a formula recognition does not
     repair yet), and no less accurate than the written one.
 
-Every graph runs on the NumPy backend and (fewer, each is an XLA compilation) on JAX.  A
+Every graph runs on the NumPy backend, a quarter of them on Numba and (fewer, each is an
+XLA compilation) on JAX.  A
 test plants an unsound rule and shows the fuzzer catching it.  `STABLEGRAD_FUZZ_EXAMPLES`
 sets how many graphs a round draws (the default: a fixed round in well under a minute);
 `pytest --soak SECONDS` adds freshly seeded rounds until that much time is spent.
@@ -194,14 +195,21 @@ def check(case: Case, backend: str = "numpy") -> None:
         f"backend {backend})"
     )
     limits = not np.isfinite(case.values).all()
+    # at an infinite input the recognised formulas take limits (softmax([inf]) = 1) where the written
+    # one meets inf/inf: the written formula at the largest finite number stands in for the limit
+    limit = [None, None]
+    if np.isinf(case.values).any():
+        largest = np.finfo(case.values.dtype).max
+        limit = _reference(x, written, np.clip(case.values, -largest, largest))
     # outside the domain the value is NaN, and a NaN gradient is the honest one there (the written
     # gradient's formula may itself be finite: d log(1 - e^x) = -e^x / (1 - e^x) at x > 0)
     outside = bool(np.isnan(exact[0]).any())
-    for label, g, n, e, nan_allowed in zip(("value", "gradient"), got, naive, exact, (False, outside)):
+    for label, g, n, e, lim, nan_allowed in zip(("value", "gradient"), got, naive, exact, limit, (False, outside)):
         assert g.shape == n.shape and g.dtype == n.dtype, f"{label}: {g.dtype}{g.shape} for {n.dtype}{n.shape}: {where}"
         # (domain is the value's: an exactly-NaN gradient where the value is a number comes from 0 · NaN
         # in a branch not taken, as in where(x > 0, log(x), 0), and 0 is the better answer there)
-        _compare(label, g, n, e, where, limits or label == "gradient", nan_allowed, case.precision, backend == "jax")
+        limits_ = limits or label == "gradient"
+        _compare(label, g, n, e, where, limits_, nan_allowed, case.precision, backend == "jax", lim)
 
 
 class _TooCostly(Exception):
@@ -228,7 +236,16 @@ def _reference(x, outputs, values) -> list[np.ndarray]:
 
 
 def _compare(
-    label: str, got, naive, exact, where: str, limits: bool, nan_allowed: bool, precision: np.dtype, flushes: bool
+    label: str,
+    got,
+    naive,
+    exact,
+    where: str,
+    limits: bool,
+    nan_allowed: bool,
+    precision: np.dtype,
+    flushes: bool,
+    limit=None,
 ) -> None:
     """`limits`: the input has an inf or NaN, so an exact NaN may be an indeterminate form (inf/inf,
     0·NaN in a branch not taken) whose limit the recognised formula takes; with finite inputs an
@@ -236,7 +253,8 @@ def _compare(
     `nan_allowed`: a gradient where the value is outside the domain, so NaN is honest.
     `precision`: the least precise float the formula computes in (float32 pieces of a float64
     result round as float32).  `flushes`: the backend flushes subnormal numbers to zero (XLA on
-    CPU), an error below `tiny`."""
+    CPU), an error below `tiny`.  `limit`: for an infinite input, the exact value at the largest
+    finite number instead, which the recognised value may match instead."""
     info = np.finfo(got.dtype)
     eps = max(info.eps, np.finfo(precision).eps)
     e = np.broadcast_to(exact, got.shape)
@@ -261,6 +279,11 @@ def _compare(
     error = np.abs(np.where(representable, got, 0.0) - np.where(representable, e, 0.0))
     # no worse than written, and accurate where the written formula overflows (or left as written: a gap)
     ok = (error <= allowed + slack) | (got_nan & nan_allowed) | (~np.isfinite(got) & ~np.isfinite(naive))
+    if limit is not None:
+        at_limit = np.broadcast_to(limit, got.shape)
+        with np.errstate(invalid="ignore"):
+            near = np.abs(got - at_limit) <= ULPS * eps * np.maximum(np.abs(at_limit), 1.0) + info.tiny
+        ok |= near | (got == at_limit)
     worse = representable & ~ok
     assert not worse.any(), (
         f"{label}: {got[worse].tolist()} where exactly {e[worse].tolist()} and as written {naive[worse].tolist()}: "
@@ -302,6 +325,11 @@ def test_recognition_never_changes_shape_domain_or_a_finite_answer(request):
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="the jax extra is not installed")
 def test_on_the_jax_backend_too(request):
     _soak(request, JAX_EXAMPLES, "jax")  # fewer: each graph is an XLA compilation
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="the numba extra is not installed")
+def test_on_the_numba_backend_too(request):
+    _soak(request, EXAMPLES // 4, "numba")
 
 
 # -- the fuzzer can fail ----------------------------------------------------------------------------------------

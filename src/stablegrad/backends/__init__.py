@@ -1,7 +1,7 @@
 """Backends: where a prepared graph runs (`interface.py` says what a backend is).
 
 This is the one table from `backend="..."` to an implementation.  NumPy is the default
-and always loaded; the others are imported on first use, so the core never imports JAX.
+and always loaded; the others (JAX, Numba) are imported on first use, so the core never imports JAX.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class Optional:
 BACKENDS: dict[str, Backend | Optional] = {
     "numpy": numpy_backend.BACKEND,
     "jax": Optional("stablegrad.backends.jax_backend", "JAX", "jax"),
+    "numba": Optional("stablegrad.backends.numba_backend", "Numba", "numba"),
 }
 
 

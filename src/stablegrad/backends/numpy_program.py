@@ -60,10 +60,15 @@ def runs_whole(op: Op) -> bool:
     return factory is not None and factory(op) is not None
 
 
+#: a backend built on this executor (Numba) may offer its own kernel for a node: one that
+#: computes the same values, or None for the NumPy implementation
+Kernels = Callable[[Apply], Callable | None]
+
+
 class Program:
     """A compiled node list over numbered slots."""
 
-    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable]):
+    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable], kernels: Kernels | None = None):
         nodes = _schedule(toposort(outputs, stop=inputs))
         slot: dict[int, int] = {}
         constants: list[tuple[int, np.ndarray]] = []
@@ -98,11 +103,18 @@ class Program:
         self.constants = constants
         self.constant_slots = frozenset(s for s, _ in constants)
         self.nslots = len(slot)
+
+        def run_node(node: Apply, ins: list[int], outs: list[int]) -> Callable:
+            kernel = kernels(node) if kernels is not None else None
+            if kernel is not None:
+                return kernel
+            if isinstance(node.op, IndexUpdate) and ins[0] in owned:
+                return node.op.perform_in_place
+            return implementation(node.op, frozenset(k for k, s in enumerate(outs) if s not in read))
+
         self.steps = [
             (
-                node.op.perform_in_place  # type: ignore[attr-defined]
-                if isinstance(node.op, IndexUpdate) and ins[0] in owned
-                else implementation(node.op, frozenset(k for k, s in enumerate(outs) if s not in read)),
+                run_node(node, ins, outs),
                 ins,
                 outs[0] if len(outs) == 1 else outs,
                 len(outs) == 1,

@@ -1,0 +1,136 @@
+"""Numba kernels for the logsumexp family, row by row over the last axis.
+
+Each computes what the op's stable body computes (ties at the max counted apart, so
+tails stay exact; -inf rows, +inf entries and NaN as the body has them), in two or
+three passes over a row held in cache instead of a dozen NumPy calls over the array.
+The inner loops have no branches and call `exp` below, not libm's, so that LLVM turns
+them into SIMD code; sums may be reassociated (`reassoc`), so the rounding can differ
+from the NumPy backend's in the last bits, never the edge values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+#: reassociation lets LLVM vectorise the sums; no flag that assumes away inf or NaN
+_FAST = {"reassoc", "contract"}
+
+
+def _compiled(vectorised: bool = False, inline: bool = False):
+    """numba.njit, cached on disk; `vectorised` allows the sums to be reassociated."""
+    return numba.njit(
+        cache=True, nogil=True, fastmath=_FAST if vectorised else False, inline="always" if inline else "never"
+    )
+
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 in two parts: k · LN2_HI is exact for |k| < 2**11
+_LN2_LO = 1.90821492927058770002e-10
+_SHIFT = 6755399441055744.0  # 1.5 · 2**52: adding it rounds to an integer held in the low bits
+_OVERFLOW = 709.782712893384  # log of the largest float64
+_UNDERFLOW = -745.1332191019412  # below: exp rounds to 0
+
+
+@_compiled(vectorised=True, inline=True)
+def exp(t):
+    """e**t to within an ulp, branch-free: t = k ln 2 + r with |r| <= ln 2 / 2, a degree-13
+    Taylor polynomial for e**r (its remainder is below 1e-17), then times 2**k in two
+    halves (so that subnormal and near-overflow results are right).  inf → inf, -inf → 0,
+    NaN → NaN."""
+    s = min(max(t, -746.0), 710.0)  # (a NaN t is returned as itself at the end)
+    k = np.floor(s * _LOG2E + 0.5)
+    r = (s - k * _LN2_HI) - k * _LN2_LO
+    p = 1.0 / 6227020800.0
+    p = p * r + 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    half = np.floor(k * 0.5)
+    first = np.int64(np.float64(half + _SHIFT).view(np.int64) - np.float64(_SHIFT).view(np.int64) + 1023) << 52
+    second = np.int64(np.float64(k - half + _SHIFT).view(np.int64) - np.float64(_SHIFT).view(np.int64) + 1023) << 52
+    y = p * np.int64(first).view(np.float64) * np.int64(second).view(np.float64)
+    y = np.inf if t > _OVERFLOW else y
+    y = 0.0 if t < _UNDERFLOW else y
+    return t if t != t else y
+
+
+@_compiled(vectorised=True)
+def _row_max_and_ties(row):
+    """(max, number of entries equal to it); NaN if the row has a NaN (as np.maximum), -inf if empty."""
+    m = -np.inf
+    has_nan = False
+    for j in range(row.shape[0]):  # (NaN noted apart: a max that let it stick would not vectorise)
+        m = max(m, row[j])
+        has_nan |= row[j] != row[j]
+    if has_nan:
+        return np.nan, 0
+    ties = 0
+    for j in range(row.shape[0]):
+        ties += row[j] == m
+    return m, ties
+
+
+@_compiled(vectorised=True)
+def _row_rest(row, m):
+    """Σ exp(x - m) over the entries below the max (the ties are counted apart)."""
+    rest = 0.0
+    for j in range(row.shape[0]):  # (an index loop: LLVM vectorises it, not an iteration over the row)
+        v = row[j]
+        rest += 0.0 if v == m else exp(np.float64(v) - m)
+    return rest
+
+
+@_compiled()
+def logsumexp_rows(x, out):
+    """out[i] = log Σ_j exp(x[i, j]) as `m + log1p(rest + ties - 1)`."""
+    for i in range(x.shape[0]):
+        row = x[i]
+        m, ties = _row_max_and_ties(row)
+        if m != m or m == np.inf or m == -np.inf:
+            out[i] = m  # NaN stays NaN; a row of -inf (or empty) is -inf; +inf is +inf
+        else:
+            out[i] = m + math.log1p(_row_rest(row, np.float64(m)) + (ties - 1))
+
+
+@_compiled(vectorised=True)
+def _row_terms(row, m, p):
+    """p = 1 at the max and exp(x - m) elsewhere; returns Σ p."""
+    total = 0.0
+    for j in range(row.shape[0]):
+        v = row[j]
+        e = 1.0 if v == m else exp(np.float64(v) - m)
+        p[j] = e
+        total += e
+    return total
+
+
+@_compiled()
+def softmax_rows(x, out):
+    """out[i] = the gradient of logsumexp: 1 at the max, exp(x - m) elsewhere, over ties + rest;
+    0 on a row with nothing above -inf, +inf entries share the mass, NaN rows stay NaN."""
+    for i in range(x.shape[0]):
+        row, p = x[i], out[i]
+        m, ties = _row_max_and_ties(row)
+        if m == -np.inf:
+            p[:] = 0.0
+        elif m != m:
+            p[:] = np.nan
+        elif m == np.inf:
+            for j in range(row.shape[0]):  # the infinite entries share equally; the others get 0
+                p[j] = 1.0 / ties if row[j] == m else 0.0
+        else:
+            total = _row_terms(row, np.float64(m), p)
+            for j in range(row.shape[0]):
+                p[j] /= total  # (a division, as the body: a reciprocal times would round twice)

@@ -1,0 +1,125 @@
+"""The Numba backend: its kernels give the NumPy backend's values and edge values, and its
+exp is within an ulp of the exact one."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import stablegrad as sg
+
+pytest.importorskip("numba")
+mpmath = pytest.importorskip("mpmath")
+
+from stablegrad.backends.numba_backend import kernels  # noqa: E402  (needs numba)
+
+SPECIAL = [np.inf, -np.inf, np.nan, 0.0, -0.0, 800.0, -800.0, 1e-300]
+
+CASES = {
+    "logsumexp": lambda x: sg.logsumexp(x, axis=-1),
+    "logsumexp_keepdims": lambda x: sg.logsumexp(x, axis=-1, keepdims=True),
+    "logsumexp_first_axis": lambda x: sg.logsumexp(x, axis=0),  # no kernel: as on NumPy
+    "logsumexp_grad": lambda x: sg.grad(sg.sum(sg.logsumexp(x, axis=-1) * 1.5), x),
+    "weighted_lse_grad": lambda x: sg.grad(sg.sum(sg.logsumexp(x, axis=-1) * sg.arange(x.shape[0])), x),
+    "hessian_vector": lambda x: sg.hessian_vector_product(sg.sum(sg.logsumexp(x, axis=-1)), x, sg.ones_like(x)),
+}
+
+
+def _kernel_names(f) -> set[str]:
+    return {getattr(fn, "__qualname__", "") for fn, *_ in f._program.steps}
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@given(data=st.data())
+def test_the_numba_backend_gives_the_numpy_backends_values(name, dtype, data):
+    x = sg.tensor("x", shape=(None, None), dtype=dtype)
+    y = CASES[name](x)
+    shape = data.draw(hnp.array_shapes(min_dims=2, max_dims=2, min_side=0, max_side=6))
+    elements = st.one_of(st.sampled_from(SPECIAL), st.floats(-50, 50, width=32))
+    values = data.draw(hnp.arrays(dtype, shape, elements=elements))
+    if data.draw(st.booleans()) and values.size:
+        values[:, : shape[1] // 2 + 1] = values.flat[0]  # ties at the max
+    with np.errstate(all="ignore"):
+        expected = sg.function([x], y)(values)
+        got = sg.function([x], y, backend="numba")(values)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    eps = np.finfo(dtype).eps
+    # the same edge values; finite ones within a few ulps (sums run in another order)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=16 * eps, atol=16 * eps)
+
+
+def test_the_kernels_run_where_they_apply_and_the_numpy_path_elsewhere():
+    x = sg.matrix("x")
+    over_rows = sg.function(
+        [x], [sg.logsumexp(x, axis=1), sg.grad(sg.sum(sg.logsumexp(x, axis=1)), x)], backend="numba"
+    )
+    assert {"_rowwise.<locals>.run"} <= _kernel_names(over_rows)
+    over_columns = sg.function([x], sg.logsumexp(x, axis=0), backend="numba")
+    assert "_rowwise.<locals>.run" not in _kernel_names(over_columns)
+
+
+def test_edge_rows_match_the_stable_body():
+    x = sg.matrix("x")
+    rows = np.array(
+        [
+            [-np.inf, -np.inf, -np.inf],  # nothing: -inf, gradient 0
+            [np.inf, 1.0, np.inf],  # +inf entries share the mass
+            [np.nan, 1.0, 2.0],  # NaN stays NaN
+            [0.0, -40.0, -np.inf],  # an exact tail
+            [5.0, 5.0, 5.0],  # all tied
+        ]
+    )
+    value, grad = sg.function(
+        [x], [sg.logsumexp(x, axis=1), sg.grad(sg.sum(sg.logsumexp(x, axis=1)), x)], backend="numba"
+    )(rows)
+    assert value[0] == -np.inf and value[1] == np.inf and np.isnan(value[2])
+    assert value[3] == np.log1p(np.exp(-40.0))  # 4.248e-18, kept
+    np.testing.assert_allclose(value[4], 5.0 + np.log(3.0), rtol=1e-15)
+    np.testing.assert_array_equal(grad[0], [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(grad[1], [0.5, 0.0, 0.5])
+    assert np.isnan(grad[2]).all()
+    np.testing.assert_allclose(grad[4], [1 / 3] * 3, rtol=1e-16)
+
+
+def test_an_empty_last_axis_and_a_3d_input():
+    x = sg.tensor("x", shape=(None, None, None))
+    f = sg.function([x], [sg.logsumexp(x, axis=-1), sg.softmax(x, axis=-1)], backend="numba")
+    lse, _ = f(np.zeros((2, 3, 0)))
+    np.testing.assert_array_equal(lse, np.full((2, 3), -np.inf))
+    values = np.random.default_rng(0).normal(size=(2, 3, 4))
+    for got, expected in zip(f(values), sg.function([x], [sg.logsumexp(x, axis=-1), sg.softmax(x, axis=-1)])(values)):
+        np.testing.assert_allclose(got, expected, rtol=1e-15)
+
+
+def test_exp_is_within_an_ulp_across_the_whole_range():
+    import numba
+
+    @numba.njit
+    def apply(t, out):
+        for i in range(t.size):
+            out[i] = kernels.exp(t[i])
+
+    rng = np.random.default_rng(1)
+    thresholds = [709.782712893384, 709.7827128933841, -745.1332191019411, -745.1332191019412, -708.3964185322641]
+    t = np.concatenate([rng.uniform(-746, 710, 2000), rng.uniform(-1e-3, 1e-3, 200), thresholds, [0.0, -0.0, 1e-300]])
+    out = np.empty_like(t)
+    apply(t, out)
+    with mpmath.workdps(40):
+        for ti, got in zip(t, out):
+            exact = mpmath.exp(mpmath.mpf(ti))
+            nearest = float(exact)
+            spacing = np.spacing(nearest) if nearest >= np.finfo(float).tiny else np.finfo(float).smallest_subnormal
+            if not np.isfinite(nearest) or nearest == 0.0:
+                assert got == nearest, f"exp({ti!r}) = {got!r}, not {nearest!r}"
+            else:
+                assert abs(mpmath.mpf(got) - exact) <= spacing, f"exp({ti!r}) = {got!r}, exactly {exact}"
+    special = np.array([np.inf, -np.inf, np.nan])
+    out = np.empty(3)
+    apply(special, out)
+    assert out[0] == np.inf and out[1] == 0.0 and np.isnan(out[2])
