@@ -344,7 +344,9 @@ def _all_op_classes() -> list[type]:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
         concrete = getattr(cls, "__final__", False) or not cls.__subclasses__()
-        if cls.__module__.startswith("stablegrad.") and concrete and not inspect.isabstract(cls):
+        # (a backend's private ops, as the Numba backend's fused nodes, exist only inside its own programs)
+        private = cls.__module__.startswith("stablegrad.backends.")
+        if cls.__module__.startswith("stablegrad.") and concrete and not private and not inspect.isabstract(cls):
             found.append(cls)
     return sorted(set(found), key=lambda c: c.__qualname__)
 

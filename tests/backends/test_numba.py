@@ -55,13 +55,33 @@ def test_the_numba_backend_gives_the_numpy_backends_values(name, dtype, data):
 
 
 def test_the_kernels_run_where_they_apply_and_the_numpy_path_elsewhere():
-    x = sg.matrix("x")
-    over_rows = sg.function(
-        [x], [sg.logsumexp(x, axis=1), sg.grad(sg.sum(sg.logsumexp(x, axis=1)), x)], backend="numba"
-    )
-    assert {"_rowwise.<locals>.run"} <= _kernel_names(over_rows)
+    x, w = sg.tensor("x", shape=(4, 5)), sg.tensor("w", shape=(4,))
+    cost = sg.sum(w * sg.logsumexp(x, axis=1))
+    both = sg.function([x, w], [cost, sg.grad(cost, x)], backend="numba")
+    assert [type(n.op).__name__ for n in both.nodes].count("LogSumExpAndScaledSoftmax") == 1
+    assert not {"LogSumExp", "LogSumExpGrad"} & {type(n.op).__name__ for n in both.nodes}
+    only_grad = sg.function([x, w], sg.grad(cost, x), backend="numba")
+    assert "ScaledSoftmax" in {type(n.op).__name__ for n in only_grad.nodes}
+    # unknown extents: the scale's shape is read from the logsumexp's, so the two stay apart
+    xu, wu = sg.matrix("xu"), sg.vector("wu")
+    cost_u = sg.sum(wu * sg.logsumexp(xu, axis=1))
+    unknown = sg.function([xu, wu], [cost_u, sg.grad(cost_u, xu)], backend="numba")
+    assert "ScaledSoftmax" in {type(n.op).__name__ for n in unknown.nodes}
     over_columns = sg.function([x], sg.logsumexp(x, axis=0), backend="numba")
-    assert "_rowwise.<locals>.run" not in _kernel_names(over_columns)
+    assert _kernel_names(over_columns) == _kernel_names(sg.function([x], sg.logsumexp(x, axis=0)))
+    values, weights = np.random.default_rng(0).normal(size=(4, 5)), np.arange(4.0)
+    for got, expected in zip(both(values, weights), sg.function([x, w], [cost, sg.grad(cost, x)])(values, weights)):
+        np.testing.assert_allclose(got, expected, rtol=1e-15, atol=1e-17)
+
+
+def test_a_scale_computed_from_the_logsumexp_keeps_the_two_apart():
+    x = sg.matrix("x")
+    cost = sg.sum(sg.logsumexp(x, axis=1) ** 2)  # the pullback's scale is 2 · logsumexp
+    f = sg.function([x], [cost, sg.grad(cost, x)], backend="numba")
+    assert "LogSumExpAndScaledSoftmax" not in {type(n.op).__name__ for n in f.nodes}
+    values = np.random.default_rng(1).normal(size=(3, 4))
+    for got, expected in zip(f(values), sg.function([x], [cost, sg.grad(cost, x)])(values)):
+        np.testing.assert_allclose(got, expected, rtol=1e-14)
 
 
 def test_edge_rows_match_the_stable_body():

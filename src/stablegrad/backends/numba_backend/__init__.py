@@ -1,9 +1,10 @@
 """The Numba backend (`backend="numba"`, needs the `numba` extra): the NumPy executor, with
 compiled kernels where a node has one.
 
-So far the kernels are the logsumexp family's over the last axis (`logsumexp` and its
-gradient, the softmax), in two or three passes over each row instead of a dozen NumPy
-calls; every other node runs as on the NumPy backend.  Kernels are compiled on first use
+So far the kernels are the logsumexp family's over the last axis: `logsumexp`, its
+pullback `g[..., None] * softmax(x)` as one node, and both together where a function
+computes both (`fusion.py`), in two or three passes over each row instead of a dozen
+NumPy calls; every other node runs as on the NumPy backend.  Kernels are compiled on first use
 and cached on disk by Numba.
 """
 
@@ -23,8 +24,7 @@ from ..interface import Options
 from ..numpy_program import Program, runs_whole
 from ..provenance import CheckedProgram
 from . import kernels as k
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+from .fusion import LogSumExpAndScaledSoftmax, ScaledSoftmax, fused, over_rows
 
 
 class NumbaBackend:
@@ -36,36 +36,64 @@ class NumbaBackend:
     def compile(self, graph: FunctionGraph, options: Options) -> Program | CheckedProgram:
         if options.shard:
             raise StableGradError(f"function: shard= needs backend='jax' (got backend={self.name!r})")
-        program = Program(graph.inputs, graph.outputs, kernels=kernel_for)
         if options.check_finite is None:
-            return program
-        return CheckedProgram(program, options.check_finite, graph.outputs)
+            return Program(graph.inputs, fused(graph), kernels=kernel_for)
+        # (unfused: the checking executor names the node of the user's graph that went non-finite)
+        return CheckedProgram(
+            Program(graph.inputs, graph.outputs, kernels=kernel_for), options.check_finite, graph.outputs
+        )
 
 
 def kernel_for(node: Apply) -> Callable | None:
     """A compiled kernel for this node, or None to run it as the NumPy backend does."""
-    op, (x, *rest) = node.op, node.inputs
-    if x.dtype not in _FLOATS or x.ndim == 0 or rest:
-        return None
-    over_last_axis = tuple(a % x.ndim for a in getattr(op, "axes", ())) == (x.ndim - 1,)
-    if isinstance(op, LogSumExp) and op.plain and over_last_axis:
-        return _rowwise(k.logsumexp_rows, reduces=True, keepdims=op.keepdims)
-    if isinstance(op, LogSumExpGrad) and over_last_axis:
-        return _rowwise(k.softmax_rows, reduces=False, keepdims=True)
+    op, x = node.op, node.inputs[0]
+    if isinstance(op, ScaledSoftmax):
+        return _scaled_softmax
+    if isinstance(op, LogSumExpAndScaledSoftmax):
+        return _logsumexp_and_scaled_softmax(op.keepdims)
+    if isinstance(op, LogSumExp) and op.plain and over_rows(x, op.axes):
+        return _logsumexp(op.keepdims)
+    if isinstance(op, LogSumExpGrad) and over_rows(x, op.axes):
+        return _softmax
     return None
 
 
-def _rowwise(kernel: Callable, reduces: bool, keepdims: bool) -> Callable:
-    """The kernel applied to x viewed as rows of its last axis; the result in x's layout."""
+def _rows(x: np.ndarray) -> np.ndarray:
+    """x as a C-ordered matrix of its last axis."""
+    return np.ascontiguousarray(x).reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
+
+def _row_scales(scale: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """One factor per row of x (scale is constant along the last axis)."""
+    return np.ascontiguousarray(np.broadcast_to(scale, x.shape[:-1] + (1,)), dtype=x.dtype).reshape(-1)
+
+
+def _logsumexp(keepdims: bool) -> Callable:
     def run(x):
-        n = x.shape[-1]
-        rows = np.ascontiguousarray(x).reshape(math.prod(x.shape[:-1]), n)
-        out = np.empty(rows.shape[0] if reduces else rows.shape, dtype=x.dtype)
-        kernel(rows, out)
-        if not reduces:
-            return out.reshape(x.shape)
+        out = np.empty(math.prod(x.shape[:-1]), dtype=x.dtype)
+        k.logsumexp_rows(_rows(x), out)
         return out.reshape(x.shape[:-1] + ((1,) if keepdims else ()))
+
+    return run
+
+
+def _softmax(x):
+    return _scaled_softmax(x, np.ones((1,) * x.ndim, dtype=x.dtype))
+
+
+def _scaled_softmax(x, scale):
+    rows = _rows(x)
+    out = np.empty(rows.shape, dtype=x.dtype)
+    k.softmax_rows(rows, _row_scales(scale, x), out)
+    return out.reshape(x.shape)
+
+
+def _logsumexp_and_scaled_softmax(keepdims: bool) -> Callable:
+    def run(x, scale):
+        rows = _rows(x)
+        lse, out = np.empty(rows.shape[0], dtype=x.dtype), np.empty(rows.shape, dtype=x.dtype)
+        k.logsumexp_and_softmax_rows(rows, _row_scales(scale, x), lse, out)
+        return lse.reshape(x.shape[:-1] + ((1,) if keepdims else ())), out.reshape(x.shape)
 
     return run
 

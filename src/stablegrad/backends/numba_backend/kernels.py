@@ -106,31 +106,50 @@ def logsumexp_rows(x, out):
 
 @_compiled(vectorised=True)
 def _row_terms(row, m, p):
-    """p = 1 at the max and exp(x - m) elsewhere; returns Σ p."""
-    total = 0.0
+    """p = 1 at the max and exp(x - m) elsewhere; returns the sum of the others (the rest)."""
+    rest = 0.0
     for j in range(row.shape[0]):
         v = row[j]
-        e = 1.0 if v == m else exp(np.float64(v) - m)
-        p[j] = e
-        total += e
-    return total
+        e = exp(np.float64(v) - m)
+        p[j] = 1.0 if v == m else e
+        rest += 0.0 if v == m else e
+    return rest
+
+
+@_compiled(vectorised=True)
+def _divide_and_scale(p, total, scale):
+    for j in range(p.shape[0]):
+        p[j] = scale * (p[j] / total)  # (as the graph: the softmax, then its scale)
 
 
 @_compiled()
-def softmax_rows(x, out):
-    """out[i] = the gradient of logsumexp: 1 at the max, exp(x - m) elsewhere, over ties + rest;
-    0 on a row with nothing above -inf, +inf entries share the mass, NaN rows stay NaN."""
+def _softmax_row(row, p, scale):
+    """p = scale · (the gradient of logsumexp of the row): 1 at the max and exp(x - m) elsewhere,
+    over ties + rest; 0 on a row with nothing above -inf, +inf entries share the mass, NaN rows
+    stay NaN.  Returns the row's logsumexp, `m + log1p(rest + ties - 1)`, from the same passes."""
+    m, ties = _row_max_and_ties(row)
+    if m == -np.inf or m != m:
+        p[:] = scale * (0.0 if m == -np.inf else np.nan)
+        return m
+    if m == np.inf:
+        for j in range(row.shape[0]):  # the infinite entries share equally; the others get 0
+            p[j] = scale * (1.0 / ties if row[j] == m else 0.0)
+        return m
+    rest = _row_terms(row, np.float64(m), p)
+    _divide_and_scale(p, ties + rest, scale)
+    return m + math.log1p(rest + (ties - 1))
+
+
+@_compiled()
+def softmax_rows(x, scale, out):
+    """out[i] = scale[i] · softmax(x[i]): the pullback of logsumexp over rows."""
     for i in range(x.shape[0]):
-        row, p = x[i], out[i]
-        m, ties = _row_max_and_ties(row)
-        if m == -np.inf:
-            p[:] = 0.0
-        elif m != m:
-            p[:] = np.nan
-        elif m == np.inf:
-            for j in range(row.shape[0]):  # the infinite entries share equally; the others get 0
-                p[j] = 1.0 / ties if row[j] == m else 0.0
-        else:
-            total = _row_terms(row, np.float64(m), p)
-            for j in range(row.shape[0]):
-                p[j] /= total  # (a division, as the body: a reciprocal times would round twice)
+        _softmax_row(x[i], out[i], scale[i])
+
+
+@_compiled()
+def logsumexp_and_softmax_rows(x, scale, lse, out):
+    """Both at once, one max and one pass of exp per row: lse[i] = logsumexp(x[i]) and
+    out[i] = scale[i] · softmax(x[i])."""
+    for i in range(x.shape[0]):
+        lse[i] = _softmax_row(x[i], out[i], scale[i])

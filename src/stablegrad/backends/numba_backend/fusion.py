@@ -1,0 +1,106 @@
+"""The graph as the Numba kernels want it: logsumexp's pullback and its forward as one node.
+
+The chain rule always writes logsumexp's pullback as `g[..., None] * logsumexp_grad(x)`, and
+a function that returns a loss and its gradient computes `logsumexp(x)` beside it.  As
+written that is three passes of max-and-exp over x and a product over the whole array; the
+kernel does one max and one exp pass per row and scales as it divides.  Both nodes here are
+the Numba backend's own and are made only where its kernels apply (float rows over the last
+axis); `perform` is the graph they replace, for reference.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import cast, final
+
+import numpy as np
+
+from ...graph.basic import Constant, Op, Variable, ancestors, substitute, toposort
+from ...graph.fgraph import FunctionGraph
+from ...graph.types import TensorType
+from ...ops.elementwise import Multiply
+from ...ops.stable import LogSumExp
+from ...ops.stable.logsumexp import LogSumExpGrad
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@final
+@dataclass(frozen=True)
+class ScaledSoftmax(Op):
+    """scale · logsumexp_grad(x) over the last axis, scale constant along it."""
+
+    def infer(self, x, scale):
+        return [TensorType(x.dtype, x.type.shape)]
+
+    def perform(self, x, scale):
+        return scale * LogSumExpGrad((x.ndim - 1,)).perform(x)
+
+
+@final
+@dataclass(frozen=True)
+class LogSumExpAndScaledSoftmax(Op):
+    """(logsumexp(x), scale · logsumexp_grad(x)) over the last axis, from the same passes."""
+
+    keepdims: bool = False
+    nout = 2  # type: ignore[assignment]
+
+    def infer(self, x, scale):
+        reduced = x.type.shape[:-1] + ((1,) if self.keepdims else ())
+        return [TensorType(x.dtype, reduced), TensorType(x.dtype, x.type.shape)]
+
+    def perform(self, x, scale):
+        last = (x.ndim - 1,)
+        return LogSumExp(last, self.keepdims).perform(x), ScaledSoftmax().perform(x, scale)
+
+
+def over_rows(x: Variable, axes) -> bool:
+    """Whether a reduction over `axes` of x is one the row kernels run: float x, its last axis."""
+    return x.dtype in FLOATS and x.ndim > 0 and tuple(a % x.ndim for a in axes) == (x.ndim - 1,)
+
+
+def fused(graph: FunctionGraph) -> list[Variable]:
+    """The graph's outputs with logsumexp's pullbacks (and the logsumexp beside each) fused."""
+    nodes = toposort(graph.outputs, stop=graph.inputs)
+    readers = Counter(v.id for node in nodes for v in node.inputs)
+    readers.update(v.id for v in graph.outputs)
+    pullbacks: dict[int, tuple] = {}  # x's id → (the variable replaced, x, scale)
+    for node in nodes:
+        if isinstance(node.op, LogSumExpGrad) and over_rows(node.inputs[0], node.op.axes):
+            pullbacks[node.inputs[0].id] = (node.outputs[0], node.inputs[0], None)
+    for node in nodes:
+        if isinstance(node.op, Multiply):
+            for scale, p in (node.inputs, node.inputs[::-1]):
+                grad = p.owner
+                if grad is None or not isinstance(grad.op, LogSumExpGrad) or readers[p.id] != 1:
+                    continue
+                x = grad.inputs[0]
+                if x.id in pullbacks and _row_factor(scale, x) and node.outputs[0].type == x.type:
+                    pullbacks[x.id] = (node.outputs[0], x, scale)
+                    break
+    forwards = {
+        node.inputs[0].id: node
+        for node in nodes
+        if isinstance(node.op, LogSumExp) and node.op.plain and over_rows(node.inputs[0], node.op.axes)
+    }
+    replacements: dict[int, Variable] = {}
+    for x_id, (replaced, x, scale) in pullbacks.items():
+        if scale is None:
+            scale = Constant(np.ones((1,) * x.ndim, dtype=x.dtype))
+        forward = forwards.get(x_id)
+        # (the forward joins unless the scale is computed from it: g = 2 · lse for a cost lse², or
+        # with unknown extents a shape read from it)
+        if forward is not None and forward.outputs[0].id not in {v.id for v in ancestors([scale])}:
+            lse, grad = LogSumExpAndScaledSoftmax(cast(LogSumExp, forward.op).keepdims)(x, scale)
+            replacements[forward.outputs[0].id] = lse
+            replacements[replaced.id] = grad
+        else:
+            replacements[replaced.id] = ScaledSoftmax()(x, scale)
+    return substitute(graph.outputs, replacements) if replacements else list(graph.outputs)
+
+
+def _row_factor(scale: Variable, x: Variable) -> bool:
+    """Whether `scale` multiplies each row of x by one number: x's dtype and rank, extent 1 last."""
+    shape = scale.type.shape
+    return scale.dtype == x.dtype and scale.ndim == x.ndim and shape[-1] == 1
