@@ -208,8 +208,8 @@ def check(case: Case, backend: str = "numpy") -> None:
         assert g.shape == n.shape and g.dtype == n.dtype, f"{label}: {g.dtype}{g.shape} for {n.dtype}{n.shape}: {where}"
         # (domain is the value's: an exactly-NaN gradient where the value is a number comes from 0 · NaN
         # in a branch not taken, as in where(x > 0, log(x), 0), and 0 is the better answer there)
-        limits_ = limits or label == "gradient"
-        _compare(label, g, n, e, where, limits_, nan_allowed, case.precision, backend == "jax", lim)
+        takes_limits = limits or label == "gradient"
+        _compare(label, g, n, e, where, takes_limits, nan_allowed, case.precision, backend == "jax", lim)
 
 
 class _TooCostly(Exception):

@@ -4,8 +4,8 @@ compiled kernels where a node has one.
 So far the kernels are the logsumexp family's over the last axis: `logsumexp`, its
 pullback `g[..., None] * softmax(x)` as one node, and both together where a function
 computes both (`fusion.py`), in two or three passes over each row instead of a dozen
-NumPy calls; every other node runs as on the NumPy backend.  Kernels are compiled on first use
-and cached on disk by Numba.
+NumPy calls; every other node runs as on the NumPy backend.  Kernels are compiled on
+first use and cached on disk by Numba.
 """
 
 from __future__ import annotations
