@@ -25,6 +25,7 @@ from .ops.indexing import IndexUpdate
 from .ops.reduction import sum as sum_
 from .ops.shape import reduce_to, reshape, shape_tuple, stack
 from .rewrite import Change, ChangeLog, recognise_for_grad
+from .rewrite.patterns import is_constant, owner
 
 
 @paused_gc
@@ -215,15 +216,9 @@ def _accumulate(total: Variable, g: Variable) -> Variable:
 
 
 def _all_zeros(v: Variable) -> bool:
-    node = v.owner
-    if isinstance(v, Constant):
-        return not v.data.any()
-    return (
-        node is not None
-        and isinstance(node.op, Alloc)
-        and isinstance(node.inputs[0], Constant)
-        and not node.inputs[0].data.any()
-    )
+    """A constant of zeros, or `full(shape, 0)` allocated when the function runs."""
+    filled = owner(v, Alloc)
+    return is_constant(v if filled is None else filled.inputs[0], 0.0)
 
 
 def _keeps_shape(node: Apply, i: int) -> bool:
