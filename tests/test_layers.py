@@ -34,6 +34,7 @@ PLACES = {
     "testing": "api",
     "cli": "cli",
     "demo": "cli",
+    "bench": "cli",
     "__main__": "cli",
 }
 

@@ -2,11 +2,17 @@
 
     stablegrad demo                                   the showcase from the README
     stablegrad audit model.py:loss --input x=float64[3,5] --input w=float64[5]
+    stablegrad bench --size small --workload W1,W3    time the backends against hand-written code
 
 `audit` prints the stability report and exits 0 when the model is stable, 1 when
 it is not (so it can guard a CI job), and 2 on bad input (an unknown module or
 function, inputs that do not match its parameters, an unsupported dtype), with a
 one-line message; `--debug` shows the traceback instead.
+
+`bench` times value and gradient of three models on each installed backend and on the
+same formulas written by hand (NumPy, Numba, `jax.jit`), one thread each, and prints a
+Markdown table (see `stablegrad.bench`); it exits 1 when a system's results are wrong
+and 2 on a bad argument.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ import time
 from .audit import audit
 from .audit.loader import load_function, parse_input
 from .audit.model import AuditError, check_dtypes
+from .bench.commandline import DESCRIPTION as BENCH_DESCRIPTION
+from .bench.commandline import add_arguments as add_bench_arguments
+from .bench.commandline import command as bench
 from .demo import run_demo
 from .errors import StableGradError
 
@@ -61,7 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     audit_command.add_argument("--json", action="store_true", help="print the report as JSON")
     audit_command.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     audit_command.add_argument("--debug", action="store_true", help="show tracebacks")
+    bench_command = commands.add_parser(
+        "bench",
+        help="time value+gradient of three models on each backend against hand-written NumPy, Numba, jax.jit",
+        description=BENCH_DESCRIPTION + " Exit 0: all results right, 1: some system's wrong, 2: bad input.",
+    )
+    add_bench_arguments(bench_command)
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        return bench(args)
     if args.command == "demo":
         try:
             return run_demo(fast=args.fast)
