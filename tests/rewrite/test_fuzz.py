@@ -48,6 +48,7 @@ pytest.importorskip("mpmath")
 
 EXAMPLES = int(os.environ.get("STABLEGRAD_FUZZ_EXAMPLES", "2000"))
 JAX_EXAMPLES = max(EXAMPLES // 20, 10)
+FUSED_EXAMPLES = max(EXAMPLES // 20, 10)
 N = 3  # entries along the last axis
 REFERENCE_SECONDS = 2.0
 ULPS = 64  # how much less accurate than the written formula a recognised one may be, in ulps of the answer
@@ -330,6 +331,17 @@ def test_on_the_jax_backend_too(request):
 @pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="the numba extra is not installed")
 def test_on_the_numba_backend_too(request):
     _soak(request, EXAMPLES // 4, "numba")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="the numba extra is not installed")
+def test_on_the_numba_backend_with_every_chain_fused_into_a_loop(request, monkeypatch):
+    """The fuzzer's arrays are below the size where the Numba backend fuses loops: here it
+    fuses at any size, so every generated chain runs as a compiled loop nest (fewer graphs:
+    each loop is a Numba compilation)."""
+    from stablegrad.backends.numba_backend import loops
+
+    monkeypatch.setattr(loops, "SMALLEST", 1)
+    _soak(request, FUSED_EXAMPLES, "numba")
 
 
 # -- the fuzzer can fail ----------------------------------------------------------------------------------------

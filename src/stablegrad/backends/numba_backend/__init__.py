@@ -1,11 +1,16 @@
 """The Numba backend (`backend="numba"`, needs the `numba` extra): the NumPy executor, with
 compiled kernels where a node has one.
 
-So far the kernels are the logsumexp family's over the last axis: `logsumexp`, its
-pullback `g[..., None] * softmax(x)` as one node, and both together where a function
-computes both (`fusion.py`), in two or three passes over each row instead of a dozen
-NumPy calls; every other node runs as on the NumPy backend.  Kernels are compiled on
-first use and cached on disk by Numba.
+- Chains of elementwise ops over arrays of known shape, the sums down their rows and the
+  logsumexp family over short rows between them become one `Loop` node each (`loops.py`
+  chooses, `loop_source.py` writes its loop nest): one pass over the data, no temporaries.
+- The logsumexp family over long rows runs as row kernels (`kernels.py`): logsumexp, its
+  pullback `g[..., None] * softmax(x)` as one node, and both together where a function
+  computes both (`row_pairs.py`), two or three passes over each row.
+- Every other node runs as on the NumPy backend.
+
+Generated kernels are compiled on first use and kept on disk (`cache.py`), so a later process
+loads them instead of compiling.
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ from ...ops.stable.logsumexp import LogSumExpGrad
 from ..interface import Options
 from ..numpy_program import Program, runs_whole
 from ..provenance import CheckedProgram
+from ..row_pairs import LogSumExpAndScaledSoftmax, ScaledSoftmax, fused, over_rows
 from . import kernels as k
-from .fusion import LogSumExpAndScaledSoftmax, ScaledSoftmax, fused, over_rows
+from .cache import compiled
+from .loop_source import kernel as loop_kernel
+from .loops import Loop, fuse
 
 
 class NumbaBackend:
@@ -37,7 +45,7 @@ class NumbaBackend:
         if options.shard:
             raise StableGradError(f"function: shard= needs backend='jax' (got backend={self.name!r})")
         if options.check_finite is None:
-            return Program(graph.inputs, fused(graph), kernels=kernel_for)
+            return Program(graph.inputs, fuse(fused(graph), graph.inputs), kernels=kernel_for)
         # (unfused: the checking executor names the node of the user's graph that went non-finite)
         return CheckedProgram(
             Program(graph.inputs, graph.outputs, kernels=kernel_for), options.check_finite, graph.outputs
@@ -46,7 +54,10 @@ class NumbaBackend:
 
 def kernel_for(node: Apply) -> Callable | None:
     """A compiled kernel for this node, or None to run it as the NumPy backend does."""
-    op, x = node.op, node.inputs[0]
+    op = node.op
+    if isinstance(op, Loop):
+        return loop_kernel(op, compiled)
+    x = node.inputs[0]
     if isinstance(op, ScaledSoftmax):
         return _scaled_softmax
     if isinstance(op, LogSumExpAndScaledSoftmax):
@@ -70,8 +81,12 @@ def _row_scales(scale: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def _logsumexp(keepdims: bool) -> Callable:
     def run(x):
-        out = np.empty(math.prod(x.shape[:-1]), dtype=x.dtype)
-        k.logsumexp_rows(_rows(x), out)
+        rows = _rows(x)
+        out = np.empty(rows.shape[0], dtype=x.dtype)
+        if rows.shape[1] <= k.SHORT_ROW:
+            k.short_rows(rows, out, out, rows, False)  # (scale and softmax unused)
+        else:
+            k.logsumexp_rows(rows, out)
         return out.reshape(x.shape[:-1] + ((1,) if keepdims else ()))
 
     return run
@@ -84,7 +99,10 @@ def _softmax(x):
 def _scaled_softmax(x, scale):
     rows = _rows(x)
     out = np.empty(rows.shape, dtype=x.dtype)
-    k.softmax_rows(rows, _row_scales(scale, x), out)
+    if rows.shape[1] <= k.SHORT_ROW:
+        k.short_rows(rows, _row_scales(scale, x), np.empty(rows.shape[0], dtype=x.dtype), out, True)
+    else:
+        k.softmax_rows(rows, _row_scales(scale, x), out)
     return out.reshape(x.shape)
 
 
@@ -92,7 +110,10 @@ def _logsumexp_and_scaled_softmax(keepdims: bool) -> Callable:
     def run(x, scale):
         rows = _rows(x)
         lse, out = np.empty(rows.shape[0], dtype=x.dtype), np.empty(rows.shape, dtype=x.dtype)
-        k.logsumexp_and_softmax_rows(rows, _row_scales(scale, x), lse, out)
+        if rows.shape[1] <= k.SHORT_ROW:
+            k.short_rows(rows, _row_scales(scale, x), lse, out, True)
+        else:
+            k.logsumexp_and_softmax_rows(rows, _row_scales(scale, x), lse, out)
         return lse.reshape(x.shape[:-1] + ((1,) if keepdims else ())), out.reshape(x.shape)
 
     return run

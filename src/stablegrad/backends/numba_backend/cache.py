@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.metadata
 import os
 import platform
 import re
@@ -135,16 +136,26 @@ def cache_dir() -> Path | None:
 def version_key() -> str:
     """The name of the directory for this installation's entries: every version that can
     change the machine code, or the format of what Numba stores, is part of it."""
-    from ... import __version__  # here, not at the top: stablegrad's __init__ imports the backends
-
     parts = (
-        f"stablegrad-{__version__}",
+        f"stablegrad-{library_version()}",
         f"numba-{numba.__version__}",
         f"numpy-{np.__version__}",
         f"{sys.implementation.name}-{platform.python_version()}",
         f"{sys.platform}-{platform.machine()}",
     )
     return re.sub(r"[^A-Za-z0-9._+-]", "-", "_".join(parts))  # a safe file name whatever the versions say
+
+
+def library_version() -> str:
+    """stablegrad's installed version and a digest of the kernels a generated one calls: Numba's
+    cache does not notice a change in a callee's module, so a changed `kernels.py` (a new
+    release, or a checkout being edited) must name a new directory."""
+    try:
+        version = importlib.metadata.version("stablegrad")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        version = "source"
+    kernels = Path(__file__).with_name("kernels.py").read_bytes()
+    return f"{version}+{hashlib.sha256(kernels).hexdigest()[:12]}"
 
 
 def _load(source: str) -> dict[str, Any]:

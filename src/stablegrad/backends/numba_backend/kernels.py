@@ -20,9 +20,15 @@ _FAST = {"reassoc", "contract"}
 
 
 def _compiled(vectorised: bool = False, inline: bool = False):
-    """numba.njit, cached on disk; `vectorised` allows the sums to be reassociated."""
+    """numba.njit, cached on disk; `vectorised` allows the sums to be reassociated.  A division
+    by zero gives inf or NaN as in NumPy (`error_model="numpy"`): Python's check and raise is
+    a branch in every division, which keeps LLVM from vectorising the loop."""
     return numba.njit(
-        cache=True, nogil=True, fastmath=_FAST if vectorised else False, inline="always" if inline else "never"
+        cache=True,
+        nogil=True,
+        error_model="numpy",
+        fastmath=_FAST if vectorised else False,
+        inline="always" if inline else "never",
     )
 
 
@@ -153,3 +159,91 @@ def logsumexp_and_softmax_rows(x, scale, lse, out):
     out[i] = scale[i] · softmax(x[i])."""
     for i in range(x.shape[0]):
         lse[i] = _softmax_row(x[i], out[i], scale[i])
+
+
+#: rows up to this long run `short_rows`, a block of rows at a time: per-row passes over a
+#: handful of entries cost more in loop set-up than in arithmetic, and cannot use SIMD lanes
+SHORT_ROW = 16
+_BLOCK = 256
+
+
+@_compiled(vectorised=True)
+def add(a, b):
+    """a + b, reassociable: a loop summing through it vectorises (its other arithmetic does
+    not get the flag; LLVM inlines the call and keeps each instruction's own flags)."""
+    return a + b
+
+
+@_compiled(vectorised=True)
+def column_max(column, m, has_nan):
+    for b in range(column.shape[0]):
+        v = column[b]
+        m[b] = max(m[b], v)
+        has_nan[b] |= v != v
+
+
+@_compiled(vectorised=True)
+def column_terms(column, m, rest, ties):
+    """column becomes its terms: 1 at each row's max (counted in ties), exp(x - max) elsewhere."""
+    for b in range(column.shape[0]):
+        v = column[b]
+        tie = v == m[b]
+        e = exp(v - m[b])
+        column[b] = 1.0 if tie else e
+        rest[b] += 0.0 if tie else e
+        ties[b] += 1.0 if tie else 0.0
+
+
+@_compiled(vectorised=True)
+def column_softmax(column, total, m, scale):
+    for b in range(column.shape[0]):
+        v = column[b] / total[b]
+        v = 0.0 if m[b] == -np.inf else v  # nothing above -inf: no mass anywhere
+        v = np.nan if m[b] != m[b] else v
+        column[b] = scale[b] * v
+
+
+@_compiled()
+def short_rows(x, scale, lse, out, softmax):
+    """`logsumexp_and_softmax_rows` for short rows, vectorised across rows instead of along them.
+
+    A block of rows is copied column-major into scratch, so that every inner loop runs
+    over the block's rows (as long as the block, contiguous): the max, then the terms
+    exp(x - max) in place (1 at the ties, as the row kernels count them), then the
+    division.  `softmax=False` computes only lse (out is not written).
+    """
+    n_rows, n = x.shape
+    block = np.empty((n, _BLOCK))
+    m = np.empty(_BLOCK)
+    rest = np.empty(_BLOCK)
+    ties = np.empty(_BLOCK)
+    has_nan = np.empty(_BLOCK, dtype=np.bool_)
+    row_scale = np.empty(_BLOCK)
+    for b0 in range(0, n_rows, _BLOCK):
+        nb = min(_BLOCK, n_rows - b0)
+        for j in range(n):  # (the store side contiguous: LLVM gathers the loads)
+            for b in range(nb):
+                block[j, b] = x[b0 + b, j]
+        for b in range(nb):
+            m[b] = -np.inf
+            rest[b] = 0.0
+            ties[b] = 0.0
+            has_nan[b] = False
+            row_scale[b] = scale[b0 + b] if softmax else 1.0
+        for j in range(n):
+            column_max(block[j, :nb], m[:nb], has_nan[:nb])
+        for b in range(nb):
+            m[b] = np.nan if has_nan[b] else m[b]
+        for j in range(n):
+            column_terms(block[j, :nb], m[:nb], rest[:nb], ties[:nb])
+        for b in range(nb):
+            mb = m[b]
+            finite = mb != np.inf and mb != -np.inf and mb == mb
+            lse[b0 + b] = mb + math.log1p(rest[b] + (ties[b] - 1.0)) if finite else mb
+            rest[b] += ties[b]  # now the row's total
+        if softmax:
+            for j in range(n):
+                column_softmax(block[j, :nb], rest[:nb], m[:nb], row_scale[:nb])
+            for b in range(nb):
+                for j in range(n):
+                    out[b0 + b, j] = block[j, b]

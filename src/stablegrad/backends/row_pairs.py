@@ -1,11 +1,12 @@
-"""The graph as the Numba kernels want it: logsumexp's pullback and its forward as one node.
+"""logsumexp's pullback and its forward as one node: the row ops the NumPy and Numba backends share.
 
 The chain rule always writes logsumexp's pullback as `g[..., None] * logsumexp_grad(x)`, and
 a function that returns a loss and its gradient computes `logsumexp(x)` beside it.  As
-written that is three passes of max-and-exp over x and a product over the whole array; the
-kernel does one max and one exp pass per row and scales as it divides.  Both nodes here are
-the Numba backend's own and are made only where its kernels apply (float rows over the last
-axis); `perform` is the graph they replace, for reference.
+written that is three passes of max-and-exp over x and a product over the whole array; a
+backend that implements these ops does one max and one exp pass per row and scales as it
+divides.  Both nodes are backend-private (they exist only inside a compiled program) and are
+made only where the row implementations apply (float32/float64 rows over the last axis);
+`perform` is the graph they replace, for reference.  This module needs nothing but NumPy.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from typing import cast, final
 
 import numpy as np
 
-from ...graph.basic import Constant, Op, Variable, ancestors, substitute, toposort
-from ...graph.fgraph import FunctionGraph
-from ...graph.types import TensorType
-from ...ops.elementwise import Multiply
-from ...ops.stable import LogSumExp
-from ...ops.stable.logsumexp import LogSumExpGrad
+from ..graph.basic import Constant, Op, Variable, ancestors, substitute, toposort
+from ..graph.fgraph import FunctionGraph
+from ..graph.types import TensorType
+from ..ops.elementwise import Multiply
+from ..ops.stable import LogSumExp
+from ..ops.stable.logsumexp import LogSumExpGrad
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 

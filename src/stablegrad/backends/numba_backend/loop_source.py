@@ -1,0 +1,305 @@
+"""The Numba source of a `Loop` (see `loops`), and the function that runs it.
+
+Two shapes of loop nest:
+
+- *plain*: one loop per axis in C order, every member computed as a scalar at each index;
+- *blocked*, for a 2-d space of short rows (at most `SHORT_ROW` entries): 256 rows at a
+  time, the inner loop running down the block's rows, so that it is long enough for SIMD
+  lanes.  A logsumexp-family row op splits the block into stages: members before it write
+  its operand into a column-major scratch block, the kernels' column passes turn that
+  into the softmax in place (and the row's logsumexp), and members after it read it
+  there.  Members that both stages need are computed in each.
+
+Every leaf arrives with the loop's rank (leading extent-1 axes added) and every output
+keeps it (a sum's reduced axes as extent 1), so one index expression per array reads or
+writes it: the loop index on a full axis, 0 on an extent-1 one.  A sum down the rows of
+a block adds into a local through `kernels.add`, whose reassociation (its own, not the
+member's arithmetic) lets the loop vectorise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ...graph.basic import Apply, Constant, Variable
+from ...ops.elementwise import Where
+from ...ops.reduction import Sum
+from .kernels import SHORT_ROW
+from .loops import Loop, row_lse, row_op, row_softmax, scalar_form
+
+BLOCK = 256
+_NUMBA_TYPE = {"float32": "np.float32", "float64": "np.float64", "bool": "np.bool_", "int64": "np.int64"}
+
+
+def source(op: Loop) -> str:
+    """Python source of the loop's kernel `loop(leaf0, ..., result0, ...)`."""
+    return _Source(op).text()
+
+
+class _Source:
+    def __init__(self, op: Loop):
+        self.op = op
+        d = len(op.space)
+        self.blocked = d == 2 and op.space[1] <= SHORT_ROW
+        self.idx = ["i0", "i1"] if self.blocked else [f"i{a}" for a in range(d)]
+        self.result_of = {v.id: k for k, v in enumerate(op.results)}
+        self.args: list[str] = []
+        self.loads: dict[int, str] = {}  # leaf id → its load statement
+        self.names: dict[int, str] = {}
+        for k, v in enumerate(op.leaves):
+            literal = _literal(v)
+            if literal is not None:
+                self.names[v.id] = literal
+            else:
+                self.args.append(f"a{k}")
+                self.names[v.id] = f"x{k}"
+                self.loads[v.id] = f"x{k} = a{k}[{self.index(v.type.shape)}]"
+        self.number = {id(node): i for i, node in enumerate(op.members)}
+        rows = [n for n in op.members if row_op(n) is not None]
+        self.row = rows[0] if rows else None
+
+    def index(self, shape: tuple) -> str:
+        d = len(self.op.space)
+        padded = (1,) * (d - len(shape)) + tuple(shape)
+        return ", ".join("0" if n == 1 and self.op.space[a] != 1 else self.idx[a] for a, n in enumerate(padded))
+
+    def text(self) -> str:
+        results = [f"r{k}" for k in range(len(self.op.results))]
+        lines = [
+            "import math",
+            "import numba",
+            "import numpy as np",
+            "",
+            "from stablegrad.backends.numba_backend.kernels import add, column_max, column_softmax, column_terms, exp",
+            "",
+            "",
+            '@numba.njit(cache=True, nogil=True, error_model="numpy")',
+            f"def loop({', '.join(self.args + results)}):",
+        ]
+        lines += self.blocked_body() if self.blocked else self.plain_body()
+        return "\n".join(lines) + "\n"
+
+    # -- plain ---------------------------------------------------------------------------------
+    def plain_body(self) -> list[str]:
+        lines, indent = [], "    "
+        for a, n in enumerate(self.op.space):
+            lines.append(f"{indent}for i{a} in range({n}):")
+            indent += "    "
+        body = self.statements(self.op.members, sums="direct")
+        return lines + [indent + line for line in body]
+
+    # -- blocked -------------------------------------------------------------------------------
+    def blocked_body(self) -> list[str]:
+        rows = self.op.space[0]
+        row = self.row
+        before, after = self.stages()
+        out = ["    " + line for line in self.scratch()]
+        out.append(f"    for b0 in range(0, {rows}, {BLOCK}):")
+        out.append(f"        nb = min({BLOCK}, {rows} - b0)")
+        stage1 = self.statements(before, sums="local")
+        if row is not None:
+            x = row.inputs[0]
+            if x.id in self.loads and self.loads[x.id] not in stage1:  # an operand read straight in
+                stage1.insert(0, self.loads[x.id])
+            stage1.append(f"block[i1, b] = {self.names[x.id]}")
+        out += self.block_loop(stage1, before)
+        if row is not None:
+            out += ["        " + line for line in self.row_stage(row)]
+            softmax = row_softmax(row)
+            if softmax is not None:
+                self.names[softmax.id] = _cast("block[i1, b]", np.dtype(np.float64), softmax.dtype, force=True)
+                if softmax.id in self.result_of:
+                    after = [row, *after]  # (the row op's line in a stage stores its softmax)
+            if after:
+                out += self.block_loop(self.statements(after, sums="local"), after)
+        return out
+
+    def stages(self) -> tuple[list[Apply], list[Apply]]:
+        """Members before the row op (all, without one) and after it, each with what it needs."""
+        row = self.row
+        if row is None:
+            return list(self.op.members), []
+        late: set[int] = set()
+        for node in self.op.members:
+            if node is row or any(v.owner is not None and id(v.owner) in late for v in node.inputs):
+                late.add(id(node))
+        needed: set[int] = set()  # early members a late one reads, computed again after
+        for node in reversed(self.op.members):
+            if node is not row and (id(node) in late or id(node) in needed):
+                needed.update(id(v.owner) for v in node.inputs if v.owner is not None)
+        before = [m for m in self.op.members if id(m) not in late]
+        after = [m for m in self.op.members if m is not row and (id(m) in late or id(m) in needed)]
+        return before, after
+
+    def scratch(self) -> list[str]:
+        n = self.op.space[1]
+        lines = []
+        if self.row is not None:
+            lines += [
+                f"block = np.empty(({n}, {BLOCK}))",
+                f"m = np.empty({BLOCK})",
+                f"rest = np.empty({BLOCK})",
+                f"ties = np.empty({BLOCK})",
+                f"has_nan = np.empty({BLOCK}, dtype=np.bool_)",
+                f"row_scale = np.empty({BLOCK})",
+            ]
+        return lines
+
+    def block_loop(self, body: list[str], members: list[Apply]) -> list[str]:
+        sums = [self.result_of[m.outputs[0].id] for m in members if _down_the_rows(m)]
+        lines = ["        for i1 in range(" + str(self.op.space[1]) + "):"]
+        lines += [f"            s{k} = 0.0" for k in sums]
+        lines += ["            for b in range(nb):", "                i0 = b0 + b"]
+        lines += ["                " + line for line in body]
+        lines += [f"            r{k}[0, i1] += s{k}" for k in sums]
+        return lines
+
+    def row_stage(self, row: Apply) -> list[str]:
+        """The row op over the block: the kernels' column passes, then each row's logsumexp."""
+        n = self.op.space[1]
+        scale = self.scale_of(row)
+        lines = [
+            "for b in range(nb):",
+            "    m[b] = -np.inf",
+            "    rest[b] = 0.0",
+            "    ties[b] = 0.0",
+            "    has_nan[b] = False",
+            f"for i1 in range({n}):",
+            "    column_max(block[i1, :nb], m[:nb], has_nan[:nb])",
+            "for b in range(nb):",
+            "    m[b] = np.nan if has_nan[b] else m[b]",
+            f"for i1 in range({n}):",
+            "    column_terms(block[i1, :nb], m[:nb], rest[:nb], ties[:nb])",
+            "for b in range(nb):",
+            "    i0 = b0 + b",
+            "    mb = m[b]",
+        ]
+        lse = row_lse(row)
+        if lse is not None:
+            lines += [
+                "    if mb != np.inf and mb != -np.inf and mb == mb:",
+                "        mb = mb + math.log1p(rest[b] + (ties[b] - 1.0))",
+                f"    r{self.result_of[lse.id]}[i0] = mb",
+            ]
+        softmax = row_softmax(row)
+        if softmax is not None:
+            lines += ["    rest[b] += ties[b]", f"    row_scale[b] = {scale}"]
+            lines += [f"for i1 in range({n}):", "    column_softmax(block[i1, :nb], rest[:nb], m[:nb], row_scale[:nb])"]
+        return lines
+
+    def scale_of(self, row: Apply) -> str:
+        if len(row.inputs) < 2:
+            return "1.0"
+        scale = row.inputs[1]
+        name = self.names[scale.id]
+        load = self.loads.get(scale.id)
+        if load is None:
+            return name
+        return load.split(" = ", 1)[1].replace("i1", "0")  # one factor per row
+
+    # -- members as statements -----------------------------------------------------------------
+    def statements(self, members: Sequence[Apply], sums: str) -> list[str]:
+        """Loads, then a line per member (and per stored result), for one point of the space."""
+        lines: list[str] = []
+        loaded: set[int] = set()
+        for node in members:
+            if row_op(node) is not None:
+                continue  # (its operands were read before the row stage)
+            for v in node.inputs:
+                if v.id in self.loads and v.id not in loaded:
+                    loaded.add(v.id)
+                    lines.append(self.loads[v.id])
+        d = len(self.op.space)
+        for node in members:
+            out = node.outputs[-1]
+            if row_op(node) is not None:  # its softmax, from the block (a stored result)
+                lines.append(f"r{self.result_of[out.id]}[i0, i1] = {self.names[out.id]}")
+                continue
+            if isinstance(node.op, Sum):
+                k, value = self.result_of[out.id], self.names[node.inputs[0].id]
+                if sums == "local" and _down_the_rows(node):
+                    lines.append(f"s{k} = add(s{k}, {value})")
+                else:
+                    keep = ", ".join("0" if a in node.op.axes else self.idx[a] for a in range(d))
+                    lines.append(f"r{k}[{keep}] += {value}")
+                continue
+            name = f"m{self.number[id(node)]}"
+            lines.append(f"{name} = {self.expression(node)}")
+            self.names[out.id] = name
+            if out.id in self.result_of:
+                lines.append(f"r{self.result_of[out.id]}[{', '.join(self.idx)}] = {name}")
+        return lines
+
+    def expression(self, node: Apply) -> str:
+        """The member's scalar form, operands cast to NumPy's common dtype, result to its own."""
+        out = node.outputs[0]
+        values = node.inputs[1:] if isinstance(node.op, Where) else node.inputs
+        common = np.result_type(*(v.dtype for v in values))
+        operands = [_cast(self.names[v.id], v.dtype, common) for v in values]
+        if isinstance(node.op, Where):  # the condition is read as a truth value, not cast
+            operands.insert(0, self.names[node.inputs[0].id])
+        form = scalar_form(node.op)
+        assert form is not None
+        return _cast("(" + form.format(*operands) + ")", common, out.dtype, force=True)
+
+
+def _down_the_rows(node: Apply) -> bool:
+    """A sum over the rows of a blocked loop: it adds into a local down each block column."""
+    return isinstance(node.op, Sum) and node.op.axes == (0,)
+
+
+def _cast(expr: str, have: np.dtype, want: np.dtype, force: bool = False) -> str:
+    if have == want and not force:
+        return expr
+    if want == np.bool_:
+        return f"bool({expr})"
+    return f"{_NUMBA_TYPE.get(want.name, 'np.' + want.name)}({expr})"
+
+
+def _literal(v: Variable) -> str | None:
+    """A one-entry constant as source text (so LLVM sees the number), else None."""
+    if not isinstance(v, Constant) or np.size(v.data) != 1:
+        return None
+    data = np.asarray(v.data)
+    value = data.reshape(()).item()
+    if data.dtype == np.bool_:
+        return "True" if value else "False"
+    if data.dtype.kind == "f" and not math.isfinite(value):
+        text = "math.nan" if value != value else ("math.inf" if value > 0 else "-math.inf")
+        return _cast(text, np.dtype(float), data.dtype, force=True)
+    return _cast(repr(value), np.dtype(float) if data.dtype.kind == "f" else np.dtype(int), data.dtype)
+
+
+# -- running it ---------------------------------------------------------------------------------
+def kernel(op: Loop, compiled: Callable[[str, str], Callable]) -> Callable:
+    """The loop as a function of its leaves, compiled by `compiled(source, name)`."""
+    fn = compiled(source(op), "loop")
+    d = len(op.space)
+    arrays_at = [i for i, v in enumerate(op.leaves) if _literal(v) is None]
+    layouts = []  # per result: (kernel buffer shape, its dtype, the shape returned, from an accumulator)
+    for v in op.results:
+        shape = tuple(v.type.shape)
+        if v.owner is not None and isinstance(v.owner.op, Sum):
+            kept = tuple(1 if a in v.owner.op.axes else n for a, n in enumerate(op.space))
+            layouts.append((kept, np.float64 if v.dtype == np.float32 else v.dtype, shape, True))
+        elif v.owner is not None and row_op(v.owner) is not None and v is row_lse(v.owner):  # one per row
+            layouts.append(((op.space[0],), v.dtype, shape, False))
+        else:
+            layouts.append((op.space, v.dtype, shape, False))
+
+    def run(*values):
+        arrays = []
+        for i in arrays_at:
+            a = np.asarray(values[i])
+            arrays.append(a.reshape((1,) * (d - a.ndim) + a.shape))
+        buffers = [(np.zeros if acc else np.empty)(layout, dtype) for layout, dtype, _, acc in layouts]
+        fn(*arrays, *buffers)
+        out = []
+        for b, (_, _, shape, _), v in zip(buffers, layouts, op.results):
+            out.append(b.reshape(shape).astype(v.dtype, copy=False))
+        return out[0] if len(out) == 1 else out
+
+    return run

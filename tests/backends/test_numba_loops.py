@@ -1,0 +1,150 @@
+"""Fused loop nests on the Numba backend: the same values as the NumPy backend, fewer passes."""
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+import stablegrad as sg
+from stablegrad.backends.numba_backend import loops
+from stablegrad.backends.numba_backend.loop_source import source
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABLEGRAD_CACHE_DIR", str(tmp_path))
+
+
+def _loops(f) -> list:
+    return [n for n in f.nodes if isinstance(n.op, loops.Loop)]
+
+
+def _both(inputs, outputs, values):
+    fused = sg.function(inputs, outputs, backend="numba")
+    return fused, fused(*values), sg.function(inputs, outputs)(*values)
+
+
+def _mixture(n=4000, k=5):
+    x, mu, ls, lg = (sg.tensor(name, (m,), "float64") for name, m in (("x", n), ("mu", k), ("ls", k), ("lg", k)))
+    z = (x[:, None] - mu[None, :]) * sg.exp(-ls)[None, :]
+    lp = sg.log_softmax(lg, axis=0) - ls - 0.5 * math.log(2 * math.pi) - 0.5 * z * z
+    cost = sg.sum(sg.logsumexp(lp, axis=1))
+    return [x, mu, ls, lg], [cost, *sg.grad(cost, [mu, ls, lg])]
+
+
+def test_a_mixture_likelihood_and_its_gradient_run_as_one_loop():
+    inputs, outputs = _mixture()
+    values = [RNG.normal(size=4000) * 3, RNG.normal(size=5), RNG.normal(size=5) * 0.3, RNG.normal(size=5)]
+    f, got, expected = _both(inputs, outputs, values)
+    (loop,) = _loops(f)  # forward chain, logsumexp with its softmax, the pullback and its sums
+    assert "for b0 in range(0, 4000, 256)" in source(loop.op)  # short rows: blocks of rows
+    # nothing of the data's size is left outside the loop but the sum of the per-row logsumexps
+    big = [n for n in f.nodes if n is not loop and any(math.prod(v.type.shape) >= 4000 for v in n.outputs)]
+    assert [n.op.name for n in big] == ["expand_dims"]  # x[:, None]: a view
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-11, atol=1e-12 * np.max(np.abs(e)))
+
+
+def test_elementwise_chains_keep_numpys_values_dtypes_and_edges():
+    x = sg.tensor("x", (64, 40), "float32")
+    y = sg.tensor("y", (40,), "float32")
+    c = sg.tensor("c", (64, 1), "float64")
+    out = [
+        sg.maximum(x * y, -x) / (y - 1.0),  # float32 all the way; a NaN in either wins the max
+        sg.where(x > y, sg.log1p(x), sg.exp(x)) + c,  # promoted to float64 by c
+        sg.sqrt(x) - sg.log(y),  # NaN and -inf where NumPy has them
+        (x < y) & (x > 0),
+    ]
+    xs = RNG.normal(size=(64, 40)).astype(np.float32) * 3
+    xs[0, :5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+    ys = RNG.normal(size=40).astype(np.float32)
+    ys[:3] = [1.0, np.nan, 0.0]
+    f, got, expected = _both([x, y, c], out, [xs, ys, RNG.normal(size=(64, 1))])
+    rest = [n for n in f.nodes if not isinstance(n.op, loops.Loop) and n.outputs[0].type.shape == (64, 40)]
+    assert _loops(f) and not rest  # every full-sized node is in a loop
+    with np.errstate(all="ignore"):  # the float32 term the second output adds c to
+        term = np.abs(np.where(xs > ys, np.log1p(xs), np.exp(xs)))
+    for g, e, scale in zip(got, expected, [np.abs(expected[0]), term, np.abs(expected[2])]):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        if e.dtype == np.bool_:
+            assert np.array_equal(g, e)
+            continue
+        assert np.array_equal(np.isnan(g), np.isnan(e)) and np.array_equal(g[np.isinf(e)], e[np.isinf(e)])
+        # within two float32 ulps of the float32 operands (exp and log1p here round from float64)
+        finite = np.isfinite(e)
+        assert np.all(np.abs(g[finite] - e[finite]) <= 2 * np.finfo(np.float32).eps * scale[finite])
+
+
+def test_a_loop_that_feeds_an_unfused_node_that_feeds_another_loop_runs_in_order():
+    x = sg.tensor("x", (50, 40), "float64")
+    w = sg.tensor("w", (40, 40), "float64")
+    a = sg.exp(x) * 2.0
+    b = a @ w  # not a loop member: the second loop reads it
+    out = sg.sum((b - a) * x, axis=0)
+    f, got, expected = _both([x, w], [out], [RNG.normal(size=(50, 40)), RNG.normal(size=(40, 40))])
+    assert len(_loops(f)) == 2
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-13)
+
+
+def test_sums_along_the_last_axis_and_unknown_extents_stay_numpys():
+    x = sg.tensor("x", (50, 40), "float64")
+    f = sg.function([x], sg.sum(sg.exp(x) * x, axis=1), backend="numba")
+    assert "sum" in [n.op.name for n in f.nodes]  # NumPy's pairwise sum, more accurate than a loop's
+    u = sg.tensor("u", (None, 40), "float64")
+    g = sg.function([u], sg.exp(u) * u + 1.0, backend="numba")
+    assert not _loops(g)  # an extent that may be 1 at run time: the indexing would not know
+    values = RNG.normal(size=(3000, 40))
+    np.testing.assert_allclose(g(values), np.exp(values) * values + 1.0, rtol=1e-15)
+
+
+def test_a_float32_sum_over_rows_accumulates_in_float64():
+    x = sg.tensor("x", (100000, 2), "float32")
+    f = sg.function([x], sg.sum(x * 1.0001, axis=0), backend="numba")
+    assert len(_loops(f)) == 1
+    values = np.full((100000, 2), 0.1, dtype=np.float32)
+    got = f(values)
+    exact = (values.astype(np.float64) * np.float32(1.0001).astype(np.float64)).sum(axis=0)
+    assert got.dtype == np.float32
+    assert np.all(np.abs(got - exact) <= np.spacing(np.float32(exact)))  # a float32 running sum is 1e-3 off
+
+
+def test_the_row_stage_keeps_the_edge_rows():
+    x = sg.tensor("x", (300, 6), "float64")
+    w = sg.tensor("w", (300,), "float64")
+    cost = sg.sum(w * sg.logsumexp(x * 1.0, axis=-1))
+    outputs = [cost, sg.logsumexp(x * 1.0, axis=-1), sg.grad(cost, x)]
+    values = RNG.normal(size=(300, 6)) * 30
+    values[0] = -np.inf
+    values[1, :2] = np.inf
+    values[2, 3] = np.nan
+    values[3] = 5.0  # all tied
+    values[4] = [0, -1e300, 1e-300, -745, 709, 709]
+    weights = RNG.normal(size=300)
+    weights[0] = 0.0  # (w · -inf would be NaN: the row's gradient is the point)
+    f, got, expected = _both([x, w], outputs, [values, weights])
+    assert any(loops.row_op(n) for loop in _loops(f) for n in loop.op.members)
+    np.testing.assert_array_equal(got[1][:4], expected[1][:4])  # -inf, +inf, NaN, 5 + log(6) exactly as the body
+    np.testing.assert_allclose(got[1], expected[1], rtol=1e-15)
+    np.testing.assert_array_equal(got[2][:4], expected[2][:4])  # 0, shares of +inf, NaN, 1/6
+    np.testing.assert_allclose(got[2], expected[2], rtol=4e-16, atol=1e-300)
+
+
+def test_the_kernel_and_the_loops_numpy_reference_agree():
+    inputs, outputs = _mixture(n=1200)
+    values = [RNG.normal(size=1200), RNG.normal(size=5), RNG.normal(size=5), RNG.normal(size=5)]
+    f = sg.function(inputs, outputs, backend="numba")
+    assert len(_loops(f)) == 1
+    reference = sg.function(inputs, outputs, backend="numba")
+    by_kernel = f(*values)
+    program = reference._program
+    program.steps = [  # the same program, the loop run by its `perform`
+        (node.op.perform if isinstance(node.op, loops.Loop) else fn, *rest, node) for fn, *rest, node in program.steps
+    ]
+    program._straight = None
+    program._runs = -(10**9)  # (never the generated straight-line version, which has the kernels baked in)
+    for g, e in zip(by_kernel, reference(*values)):
+        np.testing.assert_allclose(g, e, rtol=1e-11, atol=1e-13 * np.max(np.abs(e)))
