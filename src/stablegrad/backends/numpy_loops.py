@@ -36,7 +36,7 @@ def run_loop(op: Scan, arrays: Sequence, store_history: bool = True) -> tuple:
     steps = run_length(op, xs)
     shapes = tuple(np.shape(a) for a in carry) + tuple(np.shape(x)[1:] for x in xs)
     shapes += tuple(np.shape(a) for a in consts)
-    program, xs, consts = _step(op, shapes, steps, xs, consts)
+    program, xs, consts = step_program(op, shapes, steps, xs, consts)
     inner = op.inner
     # Outputs are written in place into arrays allocated once (ys: at the first step,
     # when their shape is known), so a step costs the body's ops and little else.
@@ -94,7 +94,7 @@ def _results(op: Scan, carry, ys, history) -> tuple:
     return (*final, *ys, *(history or [None] * op.n_carry))
 
 
-def _step(op: Scan, shapes: tuple, steps: int, xs, consts):
+def step_program(op: Scan, shapes: tuple, steps: int, xs, consts):
     """The program run at each step, with the sequences and implicit inputs it takes.
 
     Where part of the body does not depend on the carry, it runs first, once,

@@ -23,6 +23,7 @@ import numpy as np
 from ...errors import StableGradError
 from ...graph.basic import Apply, Op
 from ...graph.fgraph import FunctionGraph
+from ...ops.scan import Scan
 from ...ops.stable import LogSumExp
 from ...ops.stable.logsumexp import LogSumExpGrad
 from ..interface import Options
@@ -33,6 +34,7 @@ from . import kernels as k
 from .cache import compiled
 from .loop_source import kernel as loop_kernel
 from .loops import Loop, fuse
+from .scan_loop import scan_kernel
 
 
 class NumbaBackend:
@@ -57,6 +59,8 @@ def kernel_for(node: Apply) -> Callable | None:
     op = node.op
     if isinstance(op, Loop):
         return loop_kernel(op, compiled)
+    if isinstance(op, Scan):
+        return scan_kernel(op, compiled)
     x = node.inputs[0]
     if isinstance(op, ScaledSoftmax):
         return _scaled_softmax

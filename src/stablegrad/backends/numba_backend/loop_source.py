@@ -20,8 +20,10 @@ member's arithmetic) lets the loop vectorise.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 
+import numba
 import numpy as np
 
 from ...graph.basic import Apply, Constant, Variable
@@ -110,7 +112,7 @@ class _Source:
             out += ["        " + line for line in self.row_stage(row)]
             softmax = row_softmax(row)
             if softmax is not None:
-                self.names[softmax.id] = _cast("block[i1, b]", np.dtype(np.float64), softmax.dtype, force=True)
+                self.names[softmax.id] = cast("block[i1, b]", np.dtype(np.float64), softmax.dtype, force=True)
                 if softmax.id in self.result_of:
                     after = [row, *after]  # (the row op's line in a stage stores its softmax)
             if after:
@@ -238,12 +240,12 @@ class _Source:
         out = node.outputs[0]
         values = node.inputs[1:] if isinstance(node.op, Where) else node.inputs
         common = np.result_type(*(v.dtype for v in values))
-        operands = [_cast(self.names[v.id], v.dtype, common) for v in values]
+        operands = [cast(self.names[v.id], v.dtype, common) for v in values]
         if isinstance(node.op, Where):  # the condition is read as a truth value, not cast
             operands.insert(0, self.names[node.inputs[0].id])
         form = scalar_form(node.op)
         assert form is not None
-        return _cast("(" + form.format(*operands) + ")", common, out.dtype, force=True)
+        return cast("(" + form.format(*operands) + ")", common, out.dtype, force=True)
 
 
 def _down_the_rows(node: Apply) -> bool:
@@ -251,7 +253,8 @@ def _down_the_rows(node: Apply) -> bool:
     return isinstance(node.op, Sum) and node.op.axes == (0,)
 
 
-def _cast(expr: str, have: np.dtype, want: np.dtype, force: bool = False) -> str:
+def cast(expr: str, have: np.dtype, want: np.dtype, force: bool = False) -> str:
+    """`expr` (of dtype `have`) as dtype `want`, in Numba source."""
     if have == want and not force:
         return expr
     if want == np.bool_:
@@ -263,17 +266,27 @@ def _literal(v: Variable) -> str | None:
     """A one-entry constant as source text (so LLVM sees the number), else None."""
     if not isinstance(v, Constant) or np.size(v.data) != 1:
         return None
-    data = np.asarray(v.data)
+    return literal_text(np.asarray(v.data))
+
+
+def literal_text(data: np.ndarray) -> str:
+    """The one entry of `data` as Numba source of its dtype."""
     value = data.reshape(()).item()
     if data.dtype == np.bool_:
         return "True" if value else "False"
     if data.dtype.kind == "f" and not math.isfinite(value):
         text = "math.nan" if value != value else ("math.inf" if value > 0 else "-math.inf")
-        return _cast(text, np.dtype(float), data.dtype, force=True)
-    return _cast(repr(value), np.dtype(float) if data.dtype.kind == "f" else np.dtype(int), data.dtype)
+        return cast(text, np.dtype(float), data.dtype, force=True)
+    return cast(repr(value), np.dtype(float) if data.dtype.kind == "f" else np.dtype(int), data.dtype)
 
 
 # -- running it ---------------------------------------------------------------------------------
+def warn_unsupported(what: str, exc: Exception) -> None:
+    """One line: a generated kernel did not compile, so its nodes run as on the NumPy backend."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    warnings.warn(f"backend='numba': {what} did not compile ({first}); it runs as on the NumPy backend", stacklevel=2)
+
+
 def kernel(op: Loop, compiled: Callable[[str, str], Callable]) -> Callable:
     """The loop as a function of its leaves, compiled by `compiled(source, name)`."""
     fn = compiled(source(op), "loop")
@@ -291,12 +304,20 @@ def kernel(op: Loop, compiled: Callable[[str, str], Callable]) -> Callable:
             layouts.append((op.space, v.dtype, shape, False))
 
     def run(*values):
+        nonlocal fn
         arrays = []
         for i in arrays_at:
             a = np.asarray(values[i])
             arrays.append(a.reshape((1,) * (d - a.ndim) + a.shape))
         buffers = [(np.zeros if acc else np.empty)(layout, dtype) for layout, dtype, _, acc in layouts]
-        fn(*arrays, *buffers)
+        if fn is None:
+            return op.perform(*values)
+        try:
+            fn(*arrays, *buffers)
+        except numba.core.errors.NumbaError as exc:  # a gap in the code generator, not the user's error
+            warn_unsupported(op.name, exc)
+            fn = None
+            return op.perform(*values)
         out = []
         for b, (_, _, shape, _), v in zip(buffers, layouts, op.results):
             out.append(b.reshape(shape).astype(v.dtype, copy=False))

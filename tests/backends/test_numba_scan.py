@@ -1,0 +1,99 @@
+"""`scan` on the Numba backend: the whole loop compiled, with the NumPy backend's values."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+import stablegrad as sg
+from stablegrad.backends.numba_backend import scan_loop
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABLEGRAD_CACHE_DIR", str(tmp_path))
+
+
+@pytest.fixture
+def compiled_loops(monkeypatch):
+    """The loop sources generated while the test runs (None where a body could not be)."""
+    made: list = []
+    original = scan_loop.loop_source
+
+    def spy(*args):
+        text = original(*args)
+        made.append(text)
+        return text
+
+    monkeypatch.setattr(scan_loop, "loop_source", spy)
+    return made
+
+
+def _hmm(steps, k, dtype="float64"):
+    log_a = sg.tensor("log_a", (k, k), dtype)
+    log_b = sg.tensor("log_b", (steps, k), dtype)
+    log_pi = sg.tensor("log_pi", (k,), dtype)
+    alpha, _ = sg.scan(
+        lambda alpha, lb: (sg.logsumexp(alpha[:, None] + log_a, axis=0) + lb, None), log_pi + log_b[0], log_b[1:]
+    )
+    cost = sg.logsumexp(alpha, axis=0)
+    return [log_a, log_b, log_pi], [cost, *sg.grad(cost, [log_a, log_b, log_pi])]
+
+
+def _same(inputs, outputs, values, rtol):
+    got = sg.function(inputs, outputs, backend="numba")(*values)
+    expected = sg.function(inputs, outputs)(*values)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol * np.max(np.abs(np.nan_to_num(e))))
+    return got
+
+
+def test_an_hmm_forward_recursion_and_its_gradient_run_as_compiled_loops(compiled_loops):
+    values = [RNG.normal(size=(6, 6)), RNG.normal(size=(300, 6)), RNG.normal(size=6)]
+    _same(*_hmm(300, 6), values, rtol=1e-12)
+    assert len(compiled_loops) == 2 and all(compiled_loops)  # the forward loop and its pullback's
+
+
+def test_impossible_transitions_keep_the_gradient_finite(compiled_loops):
+    with np.errstate(divide="ignore"):
+        log_a = np.log(np.triu(RNG.uniform(0.1, 1.0, size=(5, 5))))  # -inf below the diagonal
+    log_b = RNG.normal(size=(200, 5))
+    log_b[50:60, 2] = -np.inf  # a state that cannot emit for a while
+    got = _same(*_hmm(200, 5), [log_a, log_b, np.log(np.full(5, 0.2))], rtol=1e-12)
+    assert all(np.all(np.isfinite(g)) for g in got[2:])  # logsumexp's gradient is 0 there, never NaN
+    assert all(compiled_loops)
+
+
+def test_a_float32_loop_stays_float32():
+    values = [RNG.normal(size=(4, 4)), RNG.normal(size=(100, 4)), RNG.normal(size=4)]
+    got = _same(*_hmm(100, 4, "float32"), [v.astype(np.float32) for v in values], rtol=2e-5)
+    assert all(g.dtype == np.float32 for g in got)
+
+
+def test_stacked_outputs_reverse_loops_and_several_carries(compiled_loops):
+    xs = sg.tensor("xs", (50, 3), "float64")
+    w = sg.tensor("w", (3,), "float64")
+
+    def step(carry, x):
+        a, b = carry
+        return (b * 0.5 + x * w, a), sg.exp(a) - b  # the carries swap: each write-back reads the other
+
+    (a, b), ys = sg.scan(step, (sg.zeros(3), sg.ones(3)), xs, reverse=True)
+    cost = sg.sum(ys) + sg.sum(a * b)
+    outputs = [a, b, ys, *sg.grad(cost, [xs, w])]
+    _same([xs, w], outputs, [RNG.normal(size=(50, 3)), RNG.normal(size=3)], rtol=1e-13)
+    assert compiled_loops and all(compiled_loops)
+
+
+def test_a_body_with_an_op_it_has_no_code_for_runs_as_on_numpy(compiled_loops):
+    xs = sg.tensor("xs", (20, 3), "float64")
+    m = sg.tensor("m", (3, 3), "float64")
+    final, _ = sg.scan(lambda c, x: (sg.tanh(c @ m) + x, None), sg.zeros(3), xs)  # matmul: not compiled
+    _same(
+        [xs, m], [final, *sg.grad(sg.sum(final), [xs, m])], [RNG.normal(size=(20, 3)), RNG.normal(size=(3, 3))], 1e-13
+    )
+    assert None in compiled_loops
