@@ -73,29 +73,26 @@ def exp(t):
 
 
 @_compiled(vectorised=True)
-def _row_max_and_ties(row):
-    """(max, number of entries equal to it); NaN if the row has a NaN (as np.maximum), -inf if empty."""
+def _row_max(row):
+    """The max; NaN if the row has a NaN (as np.maximum), -inf if empty."""
     m = -np.inf
     has_nan = False
     for j in range(row.shape[0]):  # (NaN noted apart: a max that let it stick would not vectorise)
         m = max(m, row[j])
         has_nan |= row[j] != row[j]
-    if has_nan:
-        return np.nan, 0
-    ties = 0
-    for j in range(row.shape[0]):
-        ties += row[j] == m
-    return m, ties
+    return np.nan if has_nan else m
 
 
 @_compiled(vectorised=True)
 def _row_rest(row, m):
-    """Σ exp(x - m) over the entries below the max (the ties are counted apart)."""
+    """(Σ exp(x - m) over the entries below the max, the number at it): the ties counted apart."""
     rest = 0.0
+    ties = 0.0
     for j in range(row.shape[0]):  # (an index loop: LLVM vectorises it, not an iteration over the row)
         v = row[j]
         rest += 0.0 if v == m else exp(np.float64(v) - m)
-    return rest
+        ties += 1.0 if v == m else 0.0
+    return rest, ties
 
 
 @_compiled()
@@ -103,23 +100,26 @@ def logsumexp_rows(x, out):
     """out[i] = log Σ_j exp(x[i, j]) as `m + log1p(rest + ties - 1)`."""
     for i in range(x.shape[0]):
         row = x[i]
-        m, ties = _row_max_and_ties(row)
+        m = _row_max(row)
         if m != m or m == np.inf or m == -np.inf:
             out[i] = m  # NaN stays NaN; a row of -inf (or empty) is -inf; +inf is +inf
         else:
-            out[i] = m + math.log1p(_row_rest(row, np.float64(m)) + (ties - 1))
+            rest, ties = _row_rest(row, np.float64(m))
+            out[i] = m + math.log1p(rest + (ties - 1.0))
 
 
 @_compiled(vectorised=True)
 def _row_terms(row, m, p):
-    """p = 1 at the max and exp(x - m) elsewhere; returns the sum of the others (the rest)."""
+    """p = 1 at the max and exp(x - m) elsewhere; returns (the sum of the others, the ties)."""
     rest = 0.0
+    ties = 0.0
     for j in range(row.shape[0]):
         v = row[j]
         e = exp(np.float64(v) - m)
         p[j] = 1.0 if v == m else e
         rest += 0.0 if v == m else e
-    return rest
+        ties += 1.0 if v == m else 0.0
+    return rest, ties
 
 
 @_compiled(vectorised=True)
@@ -133,17 +133,20 @@ def _softmax_row(row, p, scale):
     """p = scale · (the gradient of logsumexp of the row): 1 at the max and exp(x - m) elsewhere,
     over ties + rest; 0 on a row with nothing above -inf, +inf entries share the mass, NaN rows
     stay NaN.  Returns the row's logsumexp, `m + log1p(rest + ties - 1)`, from the same passes."""
-    m, ties = _row_max_and_ties(row)
+    m = _row_max(row)
     if m == -np.inf or m != m:
         p[:] = scale * (0.0 if m == -np.inf else np.nan)
         return m
     if m == np.inf:
+        ties = 0.0
+        for j in range(row.shape[0]):
+            ties += 1.0 if row[j] == m else 0.0
         for j in range(row.shape[0]):  # the infinite entries share equally; the others get 0
             p[j] = scale * (1.0 / ties if row[j] == m else 0.0)
         return m
-    rest = _row_terms(row, np.float64(m), p)
+    rest, ties = _row_terms(row, np.float64(m), p)
     _divide_and_scale(p, ties + rest, scale)
-    return m + math.log1p(rest + (ties - 1))
+    return m + math.log1p(rest + (ties - 1.0))
 
 
 @_compiled()
