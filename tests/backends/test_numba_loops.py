@@ -148,3 +148,32 @@ def test_the_kernel_and_the_loops_numpy_reference_agree():
     program._runs = -(10**9)  # (never the generated straight-line version, which has the kernels baked in)
     for g, e in zip(by_kernel, reference(*values)):
         np.testing.assert_allclose(g, e, rtol=1e-11, atol=1e-13 * np.max(np.abs(e)))
+
+
+@pytest.mark.parametrize("n", [4000, 3000], ids=["short-rows", "long-rows"])
+def test_threads_split_the_work_and_leave_the_values_as_one_thread_has_them(n):
+    inputs, outputs = _mixture(n=n)
+    x = sg.tensor("x2", (40, 3000 if n == 3000 else 5), "float64")  # long rows: the row kernels
+    w = sg.tensor("w", (40,), "float64")
+    cost2 = sg.sum(w * sg.logsumexp(x * 2.0, axis=-1))
+    inputs, outputs = [*inputs, x, w], [*outputs, cost2, sg.grad(cost2, x)]
+    values = [RNG.normal(size=n), RNG.normal(size=5), RNG.normal(size=5), RNG.normal(size=5)]
+    values += [RNG.normal(size=x.type.shape), RNG.normal(size=40)]
+    one = sg.function(inputs, outputs, backend="numba")(*values)
+    two = sg.function(inputs, outputs, backend="numba", threads=2)(*values)
+    for a, b in zip(one, two):
+        # the same sums in the same block order; only LLVM's vector lanes may split a block's
+        # sum differently in the threaded code: an ulp or two of the largest entry
+        np.testing.assert_allclose(a, b, rtol=0, atol=8 * np.finfo(np.float64).eps * np.max(np.abs(b)))
+
+
+def test_threads_is_a_numba_option_and_a_positive_count():
+    x = sg.tensor("x", (3,), "float64")
+    with pytest.raises(sg.StableGradError, match=r"threads= needs backend='numba' \(got backend='numpy'\)"):
+        sg.function([x], x * 2, threads=2)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(sg.StableGradError, match="threads= must be a positive int"):
+            sg.function([x], x * 2, backend="numba", threads=bad)
+    with pytest.raises(sg.StableGradError, match="is more than the"):
+        sg.function([x], x * 2, backend="numba", threads=10_000)
+    np.testing.assert_array_equal(sg.function([x], x * 2, threads=1)(np.ones(3)), 2.0)  # one thread: any backend

@@ -36,6 +36,9 @@ class Options:
     #: for `check_finite=True`: given a finding (the node that first made an output inf/NaN),
     #: the recognition rewrite that would fix it, or None; None here means no checking
     check_finite: Callable[[Any], Any] | None = None
+    #: `threads=`: how many threads the compiled kernels may use (None: one); only a backend
+    #: whose `threads` attribute is True is given more than one
+    threads: int | None = None
 
 
 class Program(Protocol):

@@ -32,6 +32,8 @@ class Function:
 
     `backend="jax"` compiles the whole graph into one `jax.jit` function (needs the
     `jax` extra); with it, `shard={x: 0}` splits input x along axis 0 over all JAX devices.
+    `backend="numba"` compiles fused CPU kernels (needs the `numba` extra); with it,
+    `threads=n` splits their rows over n threads (the values agree to an ulp or two).
 
     >>> import numpy as np, stablegrad as sg
     >>> x = sg.vector("x")
@@ -49,6 +51,7 @@ class Function:
         recognition: bool = True,
         shard=None,
         check_finite: bool = False,
+        threads: int | None = None,
     ):
         self.inputs = list(inputs)
         self._single = isinstance(outputs, Variable)
@@ -61,10 +64,14 @@ class Function:
         self.changes = ChangeLog(derivation_changes(self.outputs) if recognition else [])
         outputs = self.outputs if recognition else as_written(self.outputs)
         target = backends.backend(backend)
+        if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+            raise InputError(f"function: threads= must be a positive int, got {threads!r}")
+        if threads not in (None, 1) and not getattr(target, "threads", False):
+            raise InputError(f"function: threads= needs backend='numba' (got backend={backend!r})")
         optimized = optimize(outputs, self.inputs, recognition, self.changes, target.runs_whole)
         self.graph = FunctionGraph(self.inputs, optimized)
         advise = _advice_for(self) if check_finite else None
-        self._program = target.compile(self.graph, backends.Options(shard=shard, check_finite=advise))
+        self._program = target.compile(self.graph, backends.Options(shard=shard, check_finite=advise, threads=threads))
 
     def explain(self, file=None) -> str:
         """Which rewrites fired, each with the user's source line, e.g.

@@ -15,9 +15,11 @@ loads them instead of compiling.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
+import numba
 import numpy as np
 
 from ...errors import StableGradError
@@ -39,6 +41,8 @@ from .scan_loop import scan_kernel
 
 class NumbaBackend:
     name = "numba"
+    #: `sg.function(..., threads=n)` splits the kernels' rows (or blocks of rows) over n threads
+    threads = True
 
     def runs_whole(self, op: Op) -> bool:
         return runs_whole(op)  # the NumPy backend's composites: the kernels replace some of them
@@ -46,30 +50,39 @@ class NumbaBackend:
     def compile(self, graph: FunctionGraph, options: Options) -> Program | CheckedProgram:
         if options.shard:
             raise StableGradError(f"function: shard= needs backend='jax' (got backend={self.name!r})")
+        threads = options.threads or 1
+        most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+        if threads > most:
+            raise StableGradError(
+                f"function: threads={threads} is more than the {most} Numba may start here "
+                "(NUMBA_NUM_THREADS, by default the number of cores)"
+            )
+        kernels = functools.partial(kernel_for, threads=threads)
         if options.check_finite is None:
-            return Program(graph.inputs, fuse(fused(graph), graph.inputs), kernels=kernel_for)
+            return Program(graph.inputs, fuse(fused(graph), graph.inputs), kernels=kernels)
         # (unfused: the checking executor names the node of the user's graph that went non-finite)
         return CheckedProgram(
-            Program(graph.inputs, graph.outputs, kernels=kernel_for), options.check_finite, graph.outputs
+            Program(graph.inputs, graph.outputs, kernels=kernels), options.check_finite, graph.outputs
         )
 
 
-def kernel_for(node: Apply) -> Callable | None:
+def kernel_for(node: Apply, threads: int = 1) -> Callable | None:
     """A compiled kernel for this node, or None to run it as the NumPy backend does."""
     op = node.op
     if isinstance(op, Loop):
-        return loop_kernel(op, compiled)
+        return loop_kernel(op, compiled, threads)
     if isinstance(op, Scan):
-        return scan_kernel(op, compiled)
+        return scan_kernel(op, compiled)  # (one step after another: a loop has no rows to split)
     x = node.inputs[0]
+    rows = _RowKernels(threads)
     if isinstance(op, ScaledSoftmax):
-        return _scaled_softmax
+        return rows.scaled_softmax
     if isinstance(op, LogSumExpAndScaledSoftmax):
-        return _logsumexp_and_scaled_softmax(op.keepdims)
+        return functools.partial(rows.logsumexp_and_scaled_softmax, keepdims=op.keepdims)
     if isinstance(op, LogSumExp) and op.plain and over_rows(x, op.axes):
-        return _logsumexp(op.keepdims)
+        return functools.partial(rows.logsumexp, keepdims=op.keepdims)
     if isinstance(op, LogSumExpGrad) and over_rows(x, op.axes):
-        return _softmax
+        return rows.softmax
     return None
 
 
@@ -83,44 +96,53 @@ def _row_scales(scale: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.broadcast_to(scale, x.shape[:-1] + (1,)), dtype=x.dtype).reshape(-1)
 
 
-def _logsumexp(keepdims: bool) -> Callable:
-    def run(x):
+class _RowKernels:
+    """The row kernels over NumPy arrays of any rank, on one thread or several."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        many = threads > 1
+        self.short = k.short_rows_parallel if many else k.short_rows
+        self.lse = k.logsumexp_rows_parallel if many else k.logsumexp_rows
+        self.grad = k.softmax_rows_parallel if many else k.softmax_rows
+        self.both = k.logsumexp_and_softmax_rows_parallel if many else k.logsumexp_and_softmax_rows
+
+    def _start(self) -> None:
+        if self.threads > 1:
+            numba.set_num_threads(self.threads)  # (Numba's pool is shared: each call sets its own)
+
+    def logsumexp(self, x, keepdims: bool):
         rows = _rows(x)
         out = np.empty(rows.shape[0], dtype=x.dtype)
+        self._start()
         if rows.shape[1] <= k.SHORT_ROW:
-            k.short_rows(rows, out, out, rows, False)  # (scale and softmax unused)
+            self.short(rows, out, out, rows, False)  # (scale and softmax unused)
         else:
-            k.logsumexp_rows(rows, out)
+            self.lse(rows, out)
         return out.reshape(x.shape[:-1] + ((1,) if keepdims else ()))
 
-    return run
+    def softmax(self, x):
+        return self.scaled_softmax(x, np.ones((1,) * x.ndim, dtype=x.dtype))
 
+    def scaled_softmax(self, x, scale):
+        rows = _rows(x)
+        out = np.empty(rows.shape, dtype=x.dtype)
+        self._start()
+        if rows.shape[1] <= k.SHORT_ROW:
+            self.short(rows, _row_scales(scale, x), np.empty(rows.shape[0], dtype=x.dtype), out, True)
+        else:
+            self.grad(rows, _row_scales(scale, x), out)
+        return out.reshape(x.shape)
 
-def _softmax(x):
-    return _scaled_softmax(x, np.ones((1,) * x.ndim, dtype=x.dtype))
-
-
-def _scaled_softmax(x, scale):
-    rows = _rows(x)
-    out = np.empty(rows.shape, dtype=x.dtype)
-    if rows.shape[1] <= k.SHORT_ROW:
-        k.short_rows(rows, _row_scales(scale, x), np.empty(rows.shape[0], dtype=x.dtype), out, True)
-    else:
-        k.softmax_rows(rows, _row_scales(scale, x), out)
-    return out.reshape(x.shape)
-
-
-def _logsumexp_and_scaled_softmax(keepdims: bool) -> Callable:
-    def run(x, scale):
+    def logsumexp_and_scaled_softmax(self, x, scale, keepdims: bool):
         rows = _rows(x)
         lse, out = np.empty(rows.shape[0], dtype=x.dtype), np.empty(rows.shape, dtype=x.dtype)
+        self._start()
         if rows.shape[1] <= k.SHORT_ROW:
-            k.short_rows(rows, _row_scales(scale, x), lse, out, True)
+            self.short(rows, _row_scales(scale, x), lse, out, True)
         else:
-            k.logsumexp_and_softmax_rows(rows, _row_scales(scale, x), lse, out)
+            self.both(rows, _row_scales(scale, x), lse, out)
         return lse.reshape(x.shape[:-1] + ((1,) if keepdims else ())), out.reshape(x.shape)
-
-    return run
 
 
 BACKEND = NumbaBackend()

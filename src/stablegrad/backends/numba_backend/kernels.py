@@ -96,16 +96,20 @@ def _row_rest(row, m):
 
 
 @_compiled()
+def _logsumexp_row(row):
+    """log Σ_j exp(row[j]) as `m + log1p(rest + ties - 1)`."""
+    m = _row_max(row)
+    if m != m or m == np.inf or m == -np.inf:
+        return m  # NaN stays NaN; a row of -inf (or empty) is -inf; +inf is +inf
+    rest, ties = _row_rest(row, np.float64(m))
+    return m + math.log1p(rest + (ties - 1.0))
+
+
+@_compiled()
 def logsumexp_rows(x, out):
-    """out[i] = log Σ_j exp(x[i, j]) as `m + log1p(rest + ties - 1)`."""
+    """out[i] = logsumexp(x[i])."""
     for i in range(x.shape[0]):
-        row = x[i]
-        m = _row_max(row)
-        if m != m or m == np.inf or m == -np.inf:
-            out[i] = m  # NaN stays NaN; a row of -inf (or empty) is -inf; +inf is +inf
-        else:
-            rest, ties = _row_rest(row, np.float64(m))
-            out[i] = m + math.log1p(rest + (ties - 1.0))
+        out[i] = _logsumexp_row(x[i])
 
 
 @_compiled(vectorised=True)
@@ -207,46 +211,81 @@ def column_softmax(column, total, m, scale):
 
 
 @_compiled()
-def short_rows(x, scale, lse, out, softmax):
-    """`logsumexp_and_softmax_rows` for short rows, vectorised across rows instead of along them.
-
-    A block of rows is copied column-major into scratch, so that every inner loop runs
-    over the block's rows (as long as the block, contiguous): the max, then the terms
-    exp(x - max) in place (1 at the ties, as the row kernels count them), then the
-    division.  `softmax=False` computes only lse (out is not written).
-    """
-    n_rows, n = x.shape
-    block = np.empty((n, _BLOCK))
-    m = np.empty(_BLOCK)
-    rest = np.empty(_BLOCK)
-    ties = np.empty(_BLOCK)
-    has_nan = np.empty(_BLOCK, dtype=np.bool_)
-    row_scale = np.empty(_BLOCK)
-    for b0 in range(0, n_rows, _BLOCK):
-        nb = min(_BLOCK, n_rows - b0)
-        for j in range(n):  # (the store side contiguous: LLVM gathers the loads)
-            for b in range(nb):
-                block[j, b] = x[b0 + b, j]
+def _short_block(x, scale, lse, out, softmax, b0):
+    """`short_rows` on the block of rows from b0: a block of rows is copied column-major into
+    scratch, so that every inner loop runs over the block's rows (as long as the block,
+    contiguous): the max, then the terms exp(x - max) in place (1 at the ties, as the row
+    kernels count them), then the division."""
+    n = x.shape[1]
+    nb = min(_BLOCK, x.shape[0] - b0)
+    block = np.empty((n, nb))
+    m = np.empty(nb)
+    rest = np.empty(nb)
+    ties = np.empty(nb)
+    has_nan = np.empty(nb, dtype=np.bool_)
+    row_scale = np.empty(nb)
+    for j in range(n):  # (the store side contiguous: LLVM gathers the loads)
         for b in range(nb):
-            m[b] = -np.inf
-            rest[b] = 0.0
-            ties[b] = 0.0
-            has_nan[b] = False
-            row_scale[b] = scale[b0 + b] if softmax else 1.0
+            block[j, b] = x[b0 + b, j]
+    for b in range(nb):
+        m[b] = -np.inf
+        rest[b] = 0.0
+        ties[b] = 0.0
+        has_nan[b] = False
+        row_scale[b] = scale[b0 + b] if softmax else 1.0
+    for j in range(n):
+        column_max(block[j], m, has_nan)
+    for b in range(nb):
+        m[b] = np.nan if has_nan[b] else m[b]
+    for j in range(n):
+        column_terms(block[j], m, rest, ties)
+    for b in range(nb):
+        mb = m[b]
+        finite = mb != np.inf and mb != -np.inf and mb == mb
+        lse[b0 + b] = mb + math.log1p(rest[b] + (ties[b] - 1.0)) if finite else mb
+        rest[b] += ties[b]  # now the row's total
+    if softmax:
         for j in range(n):
-            column_max(block[j, :nb], m[:nb], has_nan[:nb])
+            column_softmax(block[j], rest, m, row_scale)
         for b in range(nb):
-            m[b] = np.nan if has_nan[b] else m[b]
-        for j in range(n):
-            column_terms(block[j, :nb], m[:nb], rest[:nb], ties[:nb])
-        for b in range(nb):
-            mb = m[b]
-            finite = mb != np.inf and mb != -np.inf and mb == mb
-            lse[b0 + b] = mb + math.log1p(rest[b] + (ties[b] - 1.0)) if finite else mb
-            rest[b] += ties[b]  # now the row's total
-        if softmax:
             for j in range(n):
-                column_softmax(block[j, :nb], rest[:nb], m[:nb], row_scale[:nb])
-            for b in range(nb):
-                for j in range(n):
-                    out[b0 + b, j] = block[j, b]
+                out[b0 + b, j] = block[j, b]
+
+
+@_compiled()
+def short_rows(x, scale, lse, out, softmax):
+    """`logsumexp_and_softmax_rows` for short rows, vectorised across rows instead of along
+    them, a block at a time (`_short_block`).  `softmax=False` computes only lse (out is
+    not written)."""
+    for b0 in range(0, x.shape[0], _BLOCK):
+        _short_block(x, scale, lse, out, softmax, b0)
+
+
+# -- the same over several threads (`sg.function(..., threads=n)`): rows or blocks of rows
+# are independent, so each thread takes some, and the values are the serial kernels' exactly
+def _parallel():
+    return numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
+
+
+@_parallel()
+def logsumexp_rows_parallel(x, out):
+    for i in numba.prange(x.shape[0]):
+        out[i] = _logsumexp_row(x[i])
+
+
+@_parallel()
+def softmax_rows_parallel(x, scale, out):
+    for i in numba.prange(x.shape[0]):
+        _softmax_row(x[i], out[i], scale[i])
+
+
+@_parallel()
+def logsumexp_and_softmax_rows_parallel(x, scale, lse, out):
+    for i in numba.prange(x.shape[0]):
+        lse[i] = _softmax_row(x[i], out[i], scale[i])
+
+
+@_parallel()
+def short_rows_parallel(x, scale, lse, out, softmax):
+    for k in numba.prange((x.shape[0] + _BLOCK - 1) // _BLOCK):
+        _short_block(x, scale, lse, out, softmax, k * _BLOCK)

@@ -36,13 +36,14 @@ BLOCK = 256
 _NUMBA_TYPE = {"float32": "np.float32", "float64": "np.float64", "bool": "np.bool_", "int64": "np.int64"}
 
 
-def source(op: Loop) -> str:
-    """Python source of the loop's kernel `loop(leaf0, ..., result0, ...)`."""
-    return _Source(op).text()
+def source(op: Loop, parallel: bool = False) -> str:
+    """Python source of the loop's kernel `loop(leaf0, ..., result0, ...)`; `parallel`: its
+    outer loop split over threads (`numba.prange`) where the iterations are independent."""
+    return _Source(op, parallel).text()
 
 
 class _Source:
-    def __init__(self, op: Loop):
+    def __init__(self, op: Loop, parallel: bool):
         self.op = op
         d = len(op.space)
         self.blocked = d == 2 and op.space[1] <= SHORT_ROW
@@ -62,6 +63,10 @@ class _Source:
         self.number = {id(node): i for i, node in enumerate(op.members)}
         rows = [n for n in op.members if row_op(n) is not None]
         self.row = rows[0] if rows else None
+        # blocks of rows are independent (their sums go to one partial each, added in block
+        # order after: the serial kernel's arithmetic); plain rows are unless a sum runs down them
+        down = any(isinstance(n.op, Sum) and 0 in n.op.axes for n in op.members)
+        self.parallel = parallel and (self.blocked or not down)
 
     def index(self, shape: tuple) -> str:
         d = len(self.op.space)
@@ -78,7 +83,7 @@ class _Source:
             "from stablegrad.backends.numba_backend.kernels import add, column_max, column_softmax, column_terms, exp",
             "",
             "",
-            '@numba.njit(cache=True, nogil=True, error_model="numpy")',
+            f'@numba.njit(cache=True, nogil=True, error_model="numpy"{", parallel=True" if self.parallel else ""})',
             f"def loop({', '.join(self.args + results)}):",
         ]
         lines += self.blocked_body() if self.blocked else self.plain_body()
@@ -88,7 +93,8 @@ class _Source:
     def plain_body(self) -> list[str]:
         lines, indent = [], "    "
         for a, n in enumerate(self.op.space):
-            lines.append(f"{indent}for i{a} in range({n}):")
+            loop = "numba.prange" if a == 0 and self.parallel else "range"
+            lines.append(f"{indent}for i{a} in {loop}({n}):")
             indent += "    "
         body = self.statements(self.op.members, sums="direct")
         return lines + [indent + line for line in body]
@@ -98,8 +104,17 @@ class _Source:
         rows = self.op.space[0]
         row = self.row
         before, after = self.stages()
-        out = ["    " + line for line in self.scratch()]
-        out.append(f"    for b0 in range(0, {rows}, {BLOCK}):")
+        sums = [self.result_of[m.outputs[0].id] for m in self.op.members if _down_the_rows(m)]
+        blocks = -(-rows // BLOCK)
+        out = []
+        if self.parallel:  # a partial sum per block, and scratch per block (each thread its own)
+            out += [f"    p{k} = np.zeros(({blocks}, {self.op.space[1]}))" for k in sums]
+            out.append(f"    for blk in numba.prange({blocks}):")
+            out.append(f"        b0 = blk * {BLOCK}")
+            out += ["        " + line for line in self.scratch()]
+        else:
+            out += ["    " + line for line in self.scratch()]
+            out.append(f"    for b0 in range(0, {rows}, {BLOCK}):")
         out.append(f"        nb = min({BLOCK}, {rows} - b0)")
         stage1 = self.statements(before, sums="local")
         if row is not None:
@@ -117,6 +132,10 @@ class _Source:
                     after = [row, *after]  # (the row op's line in a stage stores its softmax)
             if after:
                 out += self.block_loop(self.statements(after, sums="local"), after)
+        if self.parallel:  # the partials in block order: the serial kernel's sums exactly
+            for k in sums:
+                out += [f"    for blk in range({blocks}):", f"        for i1 in range({self.op.space[1]}):"]
+                out.append(f"            r{k}[0, i1] += p{k}[blk, i1]")
         return out
 
     def stages(self) -> tuple[list[Apply], list[Apply]]:
@@ -156,7 +175,8 @@ class _Source:
         lines += [f"            s{k} = 0.0" for k in sums]
         lines += ["            for b in range(nb):", "                i0 = b0 + b"]
         lines += ["                " + line for line in body]
-        lines += [f"            r{k}[0, i1] += s{k}" for k in sums]
+        total = "p{k}[blk, i1]" if self.parallel else "r{k}[0, i1]"
+        lines += [f"            {total.format(k=k)} += s{k}" for k in sums]
         return lines
 
     def row_stage(self, row: Apply) -> list[str]:
@@ -287,9 +307,9 @@ def warn_unsupported(what: str, exc: Exception) -> None:
     warnings.warn(f"backend='numba': {what} did not compile ({first}); it runs as on the NumPy backend", stacklevel=2)
 
 
-def kernel(op: Loop, compiled: Callable[[str, str], Callable]) -> Callable:
-    """The loop as a function of its leaves, compiled by `compiled(source, name)`."""
-    fn = compiled(source(op), "loop")
+def kernel(op: Loop, compiled: Callable[[str, str], Callable], threads: int = 1) -> Callable:
+    """The loop as a function of its leaves, compiled by `compiled(source, name)`, on `threads`."""
+    fn = compiled(source(op, threads > 1), "loop")
     d = len(op.space)
     arrays_at = [i for i, v in enumerate(op.leaves) if _literal(v) is None]
     layouts = []  # per result: (kernel buffer shape, its dtype, the shape returned, from an accumulator)
@@ -312,6 +332,8 @@ def kernel(op: Loop, compiled: Callable[[str, str], Callable]) -> Callable:
         buffers = [(np.zeros if acc else np.empty)(layout, dtype) for layout, dtype, _, acc in layouts]
         if fn is None:
             return op.perform(*values)
+        if threads > 1:
+            numba.set_num_threads(threads)  # (Numba's pool is shared: each call sets its own)
         try:
             fn(*arrays, *buffers)
         except numba.core.errors.NumbaError as exc:  # a gap in the code generator, not the user's error
