@@ -1,4 +1,5 @@
-"""The NumPy backend's whole-op implementations are bit-for-bit their ops' inlined bodies."""
+"""The NumPy backend's whole-op implementations are bit-for-bit their ops' inlined bodies, and its
+paired row ops (`row_pairs`) the separate nodes they replace."""
 
 from unittest import mock
 
@@ -10,8 +11,10 @@ from hypothesis.extra import numpy as hnp
 
 import stablegrad as sg
 from stablegrad.backends import numpy_fused
-from stablegrad.backends.numpy_program import runs_whole
+from stablegrad.backends.numpy_program import Program, runs_whole
+from stablegrad.backends.row_pairs import LogSumExpAndScaledSoftmax, ScaledSoftmax
 from stablegrad.ops.stable import LogSumExp, Softmax
+from stablegrad.ops.stable.logsumexp import LogSumExpGrad
 from stablegrad.rewrite.pipeline import optimize
 
 SPECIAL = [np.inf, -np.inf, np.nan, 0.0, -0.0, 800.0, -800.0]
@@ -142,3 +145,165 @@ def test_float16_logsumexp_accumulates_in_float32():
     assert lse.dtype == grad.dtype == np.float16
     np.testing.assert_allclose(lse.astype(float), -3 + np.log(3000), rtol=1e-3)
     np.testing.assert_allclose(grad.astype(float), 1 / 3000, rtol=1e-2)
+
+
+# logsumexp's pullback, scaled, and the logsumexp beside it as one node (`row_pairs`): each value
+# the separate nodes' (logsumexp, logsumexp_grad, then the multiply), bit for bit, on either path.
+PAIRS = {
+    # (outputs of x and w, the paired op expected among the nodes)
+    "weighted": (lambda x, w, kd: _lse_and_grad(x, w, kd), LogSumExpAndScaledSoftmax),
+    "constant_scale": (lambda x, w, kd: _lse_and_grad(x, 1.5, kd), LogSumExpAndScaledSoftmax),
+    "unscaled": (lambda x, w, kd: _lse_and_grad(x, None, kd), LogSumExpAndScaledSoftmax),
+    "gradient_only": (lambda x, w, kd: _lse_and_grad(x, w, kd)[1:], ScaledSoftmax),
+    # the pullback's scale is 2 · logsumexp: the two stay apart, the gradient still one node
+    "scale_from_the_lse": (lambda x, w, kd: _lse_and_grad(x, "lse", kd), ScaledSoftmax),
+}
+
+
+def _lse_and_grad(x, w, keepdims):
+    lse = sg.logsumexp(x, axis=-1, keepdims=keepdims)
+    if isinstance(w, str):
+        terms = lse**2
+    elif w is None:
+        terms = lse
+    else:
+        terms = (sg.expand_dims(w, -1) if keepdims and not isinstance(w, float) else w) * lse
+    return [lse, sg.grad(sg.sum(terms), x)]
+
+
+def _paired_and_unfused(name, shape, dtype, keepdims):
+    """(the function, its program run, the unfused graph's program run) for PAIRS[name]."""
+    x, w = sg.tensor("x", shape, dtype), sg.tensor("w", shape[:-1], dtype)
+    build, paired = PAIRS[name]
+    outputs = build(x, w, keepdims)
+    inputs = [x, w] if name in ("weighted", "gradient_only") else [x]
+    f = sg.function(inputs, outputs)
+    ops = {type(n.op) for n in f.nodes}
+    assert paired in ops and LogSumExpGrad not in ops, ops
+    assert (LogSumExp in ops) == (paired is ScaledSoftmax and name != "gradient_only")
+    unfused = Program(f.graph.inputs, f.graph.outputs)
+    unfused_ops = {type(n.op) for n in unfused.nodes}  # the graph as optimised: the user's nodes
+    assert LogSumExpGrad in unfused_ops and not unfused_ops & {ScaledSoftmax, LogSumExpAndScaledSoftmax}
+    return inputs, f._program.run, unfused.run
+
+
+def _assert_same(got, expected):
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert type(a) is type(b) and np.shape(a) == np.shape(b) and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+def _values(dtype):
+    huge = float(np.finfo(dtype).max) / 2
+    return st.one_of(st.floats(-1e3, 1e3, width=32), st.sampled_from([*SPECIAL, huge, -huge]))
+
+
+@pytest.mark.parametrize("name", PAIRS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("keepdims", [False, True])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_paired_ops_on_the_row_path_equal_the_unfused_nodes_bit_for_bit(name, dtype, keepdims, data):
+    ndim = data.draw(st.integers(1, 3))
+    shape = data.draw(hnp.array_shapes(min_dims=ndim, max_dims=ndim, min_side=1, max_side=6))
+    x = data.draw(hnp.arrays(dtype, shape, elements=_values(dtype)))
+    if data.draw(st.booleans()):
+        x[..., : shape[-1] // 2 + 1] = x.reshape(-1)[0]  # ties at the max
+    w = data.draw(hnp.arrays(dtype, shape[:-1], elements=_values(dtype)))
+    inputs, paired, unfused = _paired_and_unfused(name, shape, dtype, keepdims)
+    values = [x, w][: len(inputs)]
+    expected = unfused(values)  # (small arrays: the general code, node by node)
+    sizes = {
+        "_ROW_PATH_MIN": 0,
+        "_BLOCK": data.draw(st.integers(1, 40)),
+        "_SHORT_ROW": data.draw(st.sampled_from([0, 3, 99])),
+    }
+    with mock.patch.multiple(numpy_fused, **sizes):
+        assert numpy_fused._by_rows(x, (ndim - 1,))
+        got = paired(values)
+    _assert_same(got, expected)
+
+
+@pytest.mark.parametrize("name", PAIRS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("keepdims", [False, True])
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_paired_ops_on_the_general_path_equal_the_unfused_nodes_bit_for_bit(name, dtype, keepdims, data):
+    ndim = data.draw(st.integers(1, 3))
+    shape = data.draw(hnp.array_shapes(min_dims=ndim, max_dims=ndim, min_side=0, max_side=5))
+    x = data.draw(hnp.arrays(dtype, shape, elements=_values(dtype)))
+    if data.draw(st.booleans()):
+        x = np.asfortranarray(x)  # (not C-ordered: the general code at any size)
+    w = data.draw(hnp.arrays(dtype, shape[:-1], elements=_values(dtype)))
+    inputs, paired, unfused = _paired_and_unfused(name, shape, dtype, keepdims)
+    values = [x, w][: len(inputs)]
+    _assert_same(paired(values), unfused(values))
+
+
+@pytest.mark.parametrize("name", PAIRS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(3, 90, 700), (2000, 12), (8, 40_000)])
+def test_large_paired_rows_equal_the_unfused_nodes_and_keep_the_special_cases(name, dtype, shape):
+    x = _special_rows(dtype, shape)
+    w = np.random.default_rng(3).standard_normal(shape[:-1]).astype(dtype)
+    w.reshape(-1)[:6] = [np.inf, np.nan, 0.0, -0.0, -np.inf, 1e30]
+    for keepdims in (False, True):
+        inputs, paired, unfused = _paired_and_unfused(name, shape, dtype, keepdims)
+        values = [x, w][: len(inputs)]
+        assert numpy_fused._by_rows(x, (x.ndim - 1,))
+        _assert_same(paired(values), unfused(values))
+    if name == "unscaled":
+        lse, grad = paired([x])
+        lse, grad = lse.reshape(-1), grad.reshape(-1, shape[-1])
+        assert lse[1] == -np.inf and not grad[1].any()
+        assert lse[2] == np.inf and grad[2, 3] == grad[2, 9] == 0.5 and grad[2].sum() == 1
+        assert np.isnan(lse[3]) and np.isnan(grad[3]).all()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(3, 90, 700), (2000, 12), (5, 6), (1, 4)])
+def test_the_paired_ops_perform_as_their_numpy_implementations(dtype, shape):
+    x = _special_rows(dtype, shape) if shape[0] > 6 else np.random.default_rng(2).normal(size=shape).astype(dtype)
+    scales = [np.full((1,) * x.ndim, 1, dtype), np.full((1,) * x.ndim, -2.5, dtype)]
+    scales.append(np.random.default_rng(4).normal(size=shape[:-1] + (1,)).astype(dtype))
+    if shape[0] == 1:  # a scale that broadcasts x (extents known only at run time)
+        scales.append(np.linspace(-1, 2, 3, dtype=dtype).reshape((3,) + (1,) * (x.ndim - 1)))
+    with np.errstate(all="ignore"):  # (as the executor runs them)
+        for scale in scales:
+            for keepdims in (False, True):
+                op = LogSumExpAndScaledSoftmax(keepdims)
+                _assert_same(list(numpy_fused.FUSED[type(op)](op)(x, scale)), list(op.perform(x, scale)))
+            fast = numpy_fused.FUSED[ScaledSoftmax](ScaledSoftmax())
+            _assert_same([fast(x, scale)], [ScaledSoftmax().perform(x, scale)])
+
+
+def test_w1_runs_the_logsumexp_and_its_gradient_as_one_node():
+    x, w = sg.tensor("x", (1000, 1000)), sg.tensor("w", (1000,))
+    cost = sg.sum(w * sg.logsumexp(x, axis=-1))
+    f = sg.function([x, w], [cost, sg.grad(cost, x)])
+    ops = [type(n.op) for n in f.nodes]
+    assert ops.count(LogSumExpAndScaledSoftmax) == 1 and not {LogSumExp, LogSumExpGrad} & set(ops)
+    assert not any(n.outputs[0].type.shape == (1000, 1000) for n in f.nodes if type(n.op) is not ops[2])
+    rng = np.random.default_rng(5)
+    values = [rng.standard_normal((1000, 1000)), rng.standard_normal(1000)]
+    _assert_same(f._program.run(values), Program(f.graph.inputs, f.graph.outputs).run(values))
+
+
+def test_check_finite_keeps_the_users_nodes():
+    x, w = sg.tensor("x", (4, 5)), sg.tensor("w", (4,))
+    cost = sg.sum(w * sg.logsumexp(x, axis=-1))
+    checked = sg.function([x, w], [cost, sg.grad(cost, x)], check_finite=True)
+    ops = {type(n.op) for n in checked.nodes}
+    assert LogSumExpGrad in ops and not ops & {ScaledSoftmax, LogSumExpAndScaledSoftmax}
+
+
+def test_float16_pairs_in_float32():
+    x = sg.tensor("x", (4, 3000), "float16")
+    cost = sg.sum(sg.logsumexp(x, axis=-1))
+    f = sg.function([x], [sg.logsumexp(x, axis=-1), sg.grad(cost, x)])
+    (paired,) = [n for n in f.nodes if isinstance(n.op, LogSumExpAndScaledSoftmax | ScaledSoftmax)]
+    assert paired.inputs[0].dtype == np.float32  # (the row ops take float32 and float64 only)
+    values = [_special_rows("float16", (8, 3000))[:4]]
+    _assert_same(f._program.run(values), Program(f.graph.inputs, f.graph.outputs).run(values))

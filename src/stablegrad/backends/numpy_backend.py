@@ -1,5 +1,6 @@
 """The NumPy backend (the default): the executor of `numpy_program`, loops of `numpy_loops`,
-and `check_finite` by the checking executor of `provenance`."""
+logsumexp's pullback paired with its forward by `row_pairs` (run by `numpy_fused`), and
+`check_finite` by the checking executor of `provenance`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from . import numpy_loops  # noqa: F401  (registers how a loop runs: graph.hooks
 from .interface import Options
 from .numpy_program import Program, runs_whole
 from .provenance import CheckedProgram
+from .row_pairs import fused
 
 
 class NumpyBackend:
@@ -21,10 +23,11 @@ class NumpyBackend:
     def compile(self, graph: FunctionGraph, options: Options) -> Program | CheckedProgram:
         if options.shard:
             raise StableGradError(f"function: shard= needs backend='jax' (got backend={self.name!r})")
-        program = Program(graph.inputs, graph.outputs)
         if options.check_finite is None:
-            return program
-        return CheckedProgram(program, options.check_finite, graph.outputs)
+            # logsumexp's pullback (and the logsumexp beside it) as one node: one pass over x
+            return Program(graph.inputs, fused(graph))
+        # (unfused: the checking executor names the node of the user's graph that went non-finite)
+        return CheckedProgram(Program(graph.inputs, graph.outputs), options.check_finite, graph.outputs)
 
 
 BACKEND = NumpyBackend()

@@ -10,12 +10,19 @@ those ops are inlined as usual.
 On large arrays reduced over their last axis the cost is memory traffic instead: written
 as the body is, the max, subtract, compare, exp, sum and divide each pass over a full-size
 temporary.  There (`_by_rows`) the same arithmetic runs a block of rows at a time
-(`_BLOCK` entries), so that the block's temporaries stay in cache: x is read from memory
-twice (its max, then the block pass), logsumexp allocates nothing of x's size and its
+(`_BLOCK` float64 entries), so that the block's temporaries stay in cache: x is read from
+memory twice (its max, then the block pass), logsumexp allocates nothing of x's size and its
 gradient only its result, which it is computed in.  The ties at the max are counted for the
 whole block at once (one per row, as almost always, or per row when not), and rows whose max
 is not finite (all -inf, +inf, NaN) are redone by the general code: the same values as the
 body's, bit for bit, on every row (tests compare both paths).
+
+The gradient rarely comes alone: the chain rule scales it by a factor per row, and a
+function that returns a loss beside its gradient computes the logsumexp too.  `row_pairs`
+makes those one node (`ScaledSoftmax`, `LogSumExpAndScaledSoftmax`), run here by the same
+blocks: one max, one exp and one sum per row give both results, and the factor multiplies
+each block while it is in cache.  Each value is still the one the separate nodes (the
+logsumexp, its gradient, the multiply) compute, bit for bit.
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ import numpy as np
 
 from ..ops.stable import LogSumExp, Softmax
 from ..ops.stable.logsumexp import LogSumExpGrad
+from .row_pairs import LogSumExpAndScaledSoftmax, ScaledSoftmax
 
-#: entries per block of rows on the row path: the block's temporaries (8 bytes and a mask
-#: byte an entry in float64) stay in a core's cache; a row longer than this is one block
+#: float64 entries per block of rows on the row path (twice as many float32): the block's
+#: temporaries (8 bytes and a mask byte an entry in float64) stay in a core's cache, and
+#: float32 blocks make as few NumPy calls a byte; a row longer than this is one block
 _BLOCK = 1 << 16
 #: arrays smaller than this take the general code, which makes fewer NumPy calls
 _ROW_PATH_MIN = 1 << 10
@@ -127,7 +136,7 @@ def _row_blocks(x):
         first += np.arange(0, count * n, n)
         m = rows.reshape(-1).take(first).reshape(count, 1)
     finite = np.isfinite(m[:, 0])
-    step = max(1, _BLOCK // n)
+    step = max(1, _BLOCK * 8 // (n * x.itemsize))
     return rows, m, first, finite, [(i, min(i + step, count)) for i in range(0, count, step)]
 
 
@@ -177,13 +186,27 @@ def _logsumexp_rows(x, keepdims):
 def _logsumexp_grad_rows(x):
     """`_logsumexp_grad` over the last axis of a C-ordered x, a block of rows at a time,
     written straight into the result."""
+    return _scaled_softmax_rows(x, None, None)[1]
+
+
+def _scaled_softmax_rows(x, factors, keepdims):
+    """(`_logsumexp` or None, factors · `_logsumexp_grad`) over the last axis of a C-ordered x, a
+    block of rows at a time: the gradient written straight into the result and scaled there
+    (`factors`: one per row, shape (rows, 1), or None for 1), the logsumexp (where `keepdims`
+    is not None) from the same exps and sums.  Each value is computed as the separate nodes
+    compute it (`_logsumexp_rows`, the gradient alone, then the multiply), bit for bit."""
     rows, m, first, finite, blocks = _row_blocks(x)
     p = np.empty(rows.shape, dtype=x.dtype)
     at_max = np.empty((blocks[0][1] - blocks[0][0], rows.shape[1]), dtype=np.bool_)
+    rest = np.empty(m.shape, dtype=x.dtype)
+    denominators = np.empty(m.shape, dtype=x.dtype)
+    excess_ties = np.zeros(m.shape, dtype=x.dtype) if keepdims is not None else None
     for start, stop in blocks:
         block, block_at_max = p[start:stop], at_max[: stop - start]
         ties = _shift_and_exp(rows, m, first, finite, start, stop, block, block_at_max)
-        rest = np.add.reduce(block, axis=1, keepdims=True)
+        block_rest = np.add.reduce(block, axis=1, keepdims=True, out=rest[start:stop])
+        if excess_ties is not None and ties is not None:
+            np.subtract(ties, 1, out=excess_ties[start:stop])
         # the body's where(at_max, 1, terms): set back to exp(0)
         if first is None:
             np.add(block, block_at_max, out=block)
@@ -191,11 +214,93 @@ def _logsumexp_grad_rows(x):
             p.reshape(-1)[first[start:stop]] = 1
         else:
             block[block_at_max] = 1
-        np.true_divide(block, np.add(1 if ties is None else ties, rest, out=rest), out=block)
+        np.true_divide(block, np.add(1 if ties is None else ties, block_rest, out=denominators[start:stop]), out=block)
+        if factors is not None:
+            np.multiply(factors[start:stop], block, out=block)  # (the graph's g * p, in cache)
+    lse = None
+    if excess_ties is not None:
+        lse = np.add(m, np.log1p(np.add(rest, excess_ties, out=rest), out=rest), out=rest)
     if not finite.all():
         bad = np.flatnonzero(~finite)
-        p[bad] = _logsumexp_grad(rows[bad], (1,))
-    return p.reshape(x.shape)
+        p[bad] = _scaled(None if factors is None else factors[bad], _logsumexp_grad(rows[bad], (1,)))
+        if lse is not None:
+            lse[bad, 0] = _logsumexp(rows[bad], (1,), False)
+    if lse is not None:
+        lse = lse.reshape(x.shape[:-1] + ((1,) if keepdims else ()))[()]  # (a scalar when 0-d, as NumPy's)
+    return lse, p.reshape(x.shape)
+
+
+def fused_scaled_softmax(op: ScaledSoftmax) -> Callable:
+    """scale · logsumexp_grad(x) over the last axis (the gradient's body, then the multiply)."""
+
+    def run(x, scale):
+        axes = (x.ndim - 1,)
+        if _by_rows(x, axes) and _per_row(scale, x):
+            return _scaled_softmax_rows(x, _row_factors(scale, x), None)[1]
+        return _scaled(scale, _logsumexp_grad(x, axes))
+
+    return run
+
+
+def fused_logsumexp_and_scaled_softmax(op: LogSumExpAndScaledSoftmax) -> Callable:
+    """(logsumexp(x), scale · logsumexp_grad(x)) over the last axis, from one max, exp and sum."""
+    keepdims = op.keepdims
+
+    def run(x, scale):
+        axes = (x.ndim - 1,)
+        if _by_rows(x, axes) and _per_row(scale, x):
+            return _scaled_softmax_rows(x, _row_factors(scale, x), keepdims)
+        lse, p = _logsumexp_and_grad(x, axes, keepdims)
+        return lse, _scaled(scale, p)
+
+    return run
+
+
+def _logsumexp_and_grad(x, axes, keepdims):
+    """(`_logsumexp`, `_logsumexp_grad`) from one max, exp and pair of sums, each bit for bit."""
+    m, at_max, terms = _max_and_terms(x, axes)
+    terms[at_max] = 0
+    rest = np.add.reduce(terms, axis=axes, keepdims=True)
+    ties = np.add.reduce(at_max, axis=axes, keepdims=True, dtype=terms.dtype)
+    excess_ties = np.add.reduce(at_max, axis=axes, keepdims=True, dtype=terms.dtype, initial=-1)
+    lse = np.add(m, np.log1p(rest + excess_ties))
+    if not keepdims:
+        lse = np.squeeze(lse, axis=axes)
+    terms[at_max] = 1
+    np.true_divide(terms, ties + rest, out=terms)
+    np.copyto(terms, 0, where=np.equal(m, -np.inf))
+    return lse[()], terms  # (a scalar when 0-d, as NumPy's)
+
+
+def _per_row(scale, x) -> bool:
+    """Whether `scale` is one factor per row of x in x's dtype (extent 1 or x's own on each
+    other axis, 1 on the last), as the row path applies it; the general code takes the rest."""
+    return (
+        type(scale) is np.ndarray
+        and scale.dtype == x.dtype
+        and scale.ndim == x.ndim
+        and scale.shape[-1] == 1
+        and all(s == 1 or s == n for s, n in zip(scale.shape[:-1], x.shape[:-1]))
+    )
+
+
+def _row_factors(scale, x):
+    """The `_per_row` scale as a column of one factor per row of x, or None where it is 1."""
+    if scale.size == 1 and scale.reshape(-1)[0] == 1:
+        return None  # (1 · v is v bit for bit, NaN and -0 included)
+    return np.broadcast_to(scale, x.shape[:-1] + (1,)).reshape(-1, 1)
+
+
+def _scaled(scale, p):
+    """scale * p as the graph's multiply computes it: into p (a fresh array) where the product
+    has its shape and dtype, p itself where scale is None or a 1 that changes no shape."""
+    if scale is None:
+        return p
+    if getattr(scale, "dtype", None) == p.dtype and np.broadcast_shapes(np.shape(scale), p.shape) == p.shape:
+        if scale.size == 1 and scale.reshape(-1)[0] == 1:
+            return p  # (1 · v is v bit for bit, NaN and -0 included)
+        return np.multiply(scale, p, out=p)
+    return np.multiply(scale, p)
 
 
 def fused_softmax(op: Softmax) -> Callable | None:
@@ -217,4 +322,6 @@ FUSED: dict[type, Callable] = {
     LogSumExp: fused_logsumexp,
     LogSumExpGrad: fused_logsumexp_grad,
     Softmax: fused_softmax,
+    ScaledSoftmax: fused_scaled_softmax,
+    LogSumExpAndScaledSoftmax: fused_logsumexp_and_scaled_softmax,
 }
