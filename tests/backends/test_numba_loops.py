@@ -177,3 +177,18 @@ def test_threads_is_a_numba_option_and_a_positive_count():
     with pytest.raises(sg.StableGradError, match="is more than the"):
         sg.function([x], x * 2, backend="numba", threads=10_000)
     np.testing.assert_array_equal(sg.function([x], x * 2, threads=1)(np.ones(3)), 2.0)  # one thread: any backend
+
+
+def test_a_space_with_more_members_than_a_loop_takes_runs_as_numpy(monkeypatch):
+    monkeypatch.setattr(loops, "LARGEST", 20)
+    x = sg.tensor("x", (2000,), "float64")
+    short, long = x, x
+    for _ in range(5):
+        short = sg.tanh(short) * 0.9 + 0.1 * x
+    for _ in range(30):
+        long = sg.tanh(long) * 0.9 + 0.1 * x
+    values = RNG.normal(size=2000)
+    for y, fused_loops in ((short, 1), (long, 0)):
+        f, got, expected = _both([x], [y], [values])
+        assert len(_loops(f)) == fused_loops  # (a kernel's compile time grows with its length)
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-15)

@@ -27,6 +27,7 @@ away a cancellation a stable formula relies on).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,8 @@ from .kernels import SHORT_ROW
 
 #: loops over fewer entries than this stay NumPy calls: a kernel call costs a few µs
 SMALLEST = 1024
+#: the most member nodes of one space that are fused (see `fuse`)
+LARGEST = 200
 
 _COMPARE = {"less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=", "equal": "==", "not_equal": "!="}
 _LOGICAL = {"logical_and": "({0} and {1})", "logical_or": "({0} or {1})", "logical_xor": "({0} != {1})"}
@@ -221,8 +224,12 @@ def fuse(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> list[Variab
         s = row_op(node)
         if s is not None:
             rows.setdefault(s, []).append(node)
+    # a space with more members than a loop takes keeps them all as their own nodes (a kernel's
+    # compile time grows with its length, and what a loop saves is a pass per node, not more)
+    crowded = {s for s, n in Counter(space.values()).items() if n > LARGEST}
+    space = {v: s for v, s in space.items() if s not in crowded}
     # a loop runs at most one row op, so a space with several keeps them all as their own nodes
-    staged = {id(found[0]): s for s, found in rows.items() if len(found) == 1}
+    staged = {id(found[0]): s for s, found in rows.items() if len(found) == 1 and s not in crowded}
     for node in nodes:
         if id(node) in staged and row_softmax(node) is not None:
             space[row_softmax(node).id] = staged[id(node)]  # type: ignore[union-attr]
