@@ -143,3 +143,35 @@ def test_exp_is_within_an_ulp_across_the_whole_range():
     out = np.empty(3)
     apply(special, out)
     assert out[0] == np.inf and out[1] == 0.0 and np.isnan(out[2])
+
+
+def test_log1p_of_a_nonnegative_number_is_within_two_ulps_everywhere():
+    import numba
+
+    @numba.njit
+    def apply(y, out):
+        for i in range(y.size):
+            out[i] = kernels.log1p_nonnegative(y[i])
+
+    rng = np.random.default_rng(2)
+    edges = [np.sqrt(2) - 1, np.nextafter(np.sqrt(2) - 1, 0), np.sqrt(2) - 1 + 1e-16, 1.0, 2.0, 5e-324, 1e-300, 1e308]
+    y = np.concatenate(
+        [
+            10 ** rng.uniform(-320, -1, 1500),  # tiny: log1p(y) = y to the last bit
+            rng.uniform(0, 1, 1500),  # both sides of sqrt(2) - 1
+            np.arange(200.0),  # ties - 1: whole numbers
+            10 ** rng.uniform(0, 308, 1500),
+            edges,
+        ]
+    )
+    out = np.empty_like(y)
+    apply(y, out)
+    with mpmath.workdps(40):
+        for yi, got in zip(y, out):
+            exact = mpmath.log1p(mpmath.mpf(yi))
+            spacing = np.spacing(float(exact)) if yi > 0 else 0.0
+            assert abs(mpmath.mpf(got) - exact) <= 2 * spacing, f"log1p({yi!r}) = {got!r}, exactly {exact}"
+    special = np.array([np.inf, np.nan])
+    out = np.empty(2)
+    apply(special, out)
+    assert out[0] == np.inf and np.isnan(out[1])

@@ -80,7 +80,9 @@ class _Source:
             "import numba",
             "import numpy as np",
             "",
-            "from stablegrad.backends.numba_backend.kernels import add, column_max, column_softmax, column_terms, exp",
+            "from stablegrad.backends.numba_backend.kernels import (",
+            "    add, column_logsumexp, column_max, column_softmax, column_terms, exp,",
+            ")",
             "",
             "",
             f'@numba.njit(cache=True, nogil=True, error_model="numpy"{", parallel=True" if self.parallel else ""})',
@@ -164,6 +166,7 @@ class _Source:
                 f"m = np.empty({BLOCK})",
                 f"rest = np.empty({BLOCK})",
                 f"ties = np.empty({BLOCK})",
+                f"lse = np.empty({BLOCK})",
                 f"has_nan = np.empty({BLOCK}, dtype=np.bool_)",
                 f"row_scale = np.empty({BLOCK})",
             ]
@@ -195,20 +198,15 @@ class _Source:
             "    m[b] = np.nan if has_nan[b] else m[b]",
             f"for i1 in range({n}):",
             "    column_terms(block[i1, :nb], m[:nb], rest[:nb], ties[:nb])",
-            "for b in range(nb):",
-            "    i0 = b0 + b",
-            "    mb = m[b]",
+            # each row's logsumexp, and rest becomes its total
+            "column_logsumexp(m[:nb], rest[:nb], ties[:nb], lse[:nb])",
         ]
         lse = row_lse(row)
         if lse is not None:
-            lines += [
-                "    if mb != np.inf and mb != -np.inf and mb == mb:",
-                "        mb = mb + math.log1p(rest[b] + (ties[b] - 1.0))",
-                f"    r{self.result_of[lse.id]}[i0] = mb",
-            ]
+            lines += ["for b in range(nb):", f"    r{self.result_of[lse.id]}[b0 + b] = lse[b]"]
         softmax = row_softmax(row)
         if softmax is not None:
-            lines += ["    rest[b] += ties[b]", f"    row_scale[b] = {scale}"]
+            lines += ["for b in range(nb):", "    i0 = b0 + b", f"    row_scale[b] = {scale}"]
             lines += [f"for i1 in range({n}):", "    column_softmax(block[i1, :nb], rest[:nb], m[:nb], row_scale[:nb])"]
         return lines
 
