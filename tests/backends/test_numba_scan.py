@@ -97,3 +97,16 @@ def test_a_body_with_an_op_it_has_no_code_for_runs_as_on_numpy(compiled_loops):
         [xs, m], [final, *sg.grad(sg.sum(final), [xs, m])], [RNG.normal(size=(20, 3)), RNG.normal(size=(3, 3))], 1e-13
     )
     assert None in compiled_loops
+
+
+def test_a_body_that_slices_and_updates_at_an_index_is_compiled(compiled_loops):
+    xs = sg.tensor("xs", (40, 4), "float64")
+
+    def step(c, x):
+        c2 = c.at[0:2].add(x[1:3] * 0.5)  # an update at a basic index, and slices as views
+        return sg.tanh(c2) * 0.9 + x, c[1:3] * 2.0
+
+    final, ys = sg.scan(step, sg.zeros(4), xs)
+    outputs = [final, ys, *sg.grad(sg.sum(final) + sg.sum(ys * ys), [xs])]
+    _same([xs], outputs, [RNG.normal(size=(40, 4))], rtol=1e-13)
+    assert compiled_loops and all(compiled_loops)

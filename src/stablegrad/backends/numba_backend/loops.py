@@ -52,7 +52,7 @@ from ...ops.elementwise import (
     Subtract,
     Where,
 )
-from ...ops.math import Cos, Exp, Expm1, Log, Log1p, Sin, Tanh
+from ...ops.math import Arctan, Cos, Cosh, Exp, Expm1, Log, Log1p, Log2, Log10, SechSquared, Sin, Sinh, Tanh
 from ...ops.reduction import Sum
 from ...ops.stable import LogSumExp
 from ...ops.stable.logsumexp import LogSumExpGrad
@@ -92,6 +92,13 @@ def scalar_form(op: Op) -> str | None:
         Sin: "math.sin({0})",
         Cos: "math.cos({0})",
         Where: "({1} if {0} else {2})",
+        # as its perform: 4e / (1 + e)**2 with e = exp(-2|x|) (one exp once LLVM merges them)
+        SechSquared: "(4.0 * exp(-2.0 * abs({0})) / ((1.0 + exp(-2.0 * abs({0}))) * (1.0 + exp(-2.0 * abs({0})))))",
+        Sinh: "math.sinh({0})",
+        Cosh: "math.cosh({0})",
+        Arctan: "math.atan({0})",
+        Log2: "math.log2({0})",
+        Log10: "math.log10({0})",
     }
     form = forms.get(type(op))
     if form is not None:
