@@ -108,10 +108,10 @@ def _node(node: Apply, ins: list[int], out: list[int], types: dict, code: Code) 
     elif isinstance(op, IndexUpdate) and ARRAY not in op.spec and None not in op.spec:
         setup, lines = [], _update_code(op, ins, o, types, names)
     else:
-        setup = []
-        lines = _node_code(node, [names[s] for s in ins], [types[s] for s in ins], f"v{o}", types[o])
-        if lines is None or len(out) != 1:
+        found = _node_code(node, [names[s] for s in ins], [types[s] for s in ins], f"v{o}", types[o])
+        if found is None or len(out) != 1:
             return False
+        setup, lines = [], found
     code.setup.extend(setup)
     code.body.extend(lines)
     return True
