@@ -42,15 +42,21 @@ def single_threaded() -> Iterator[list[str]]:
     """
     saved = {name: os.environ.get(name) for name in (*ENVIRONMENT, "XLA_FLAGS")}
     notes = []
-    for name in ENVIRONMENT:
+    # a loaded Numba re-reads NUMBA_NUM_THREADS at each compile and refuses a value other
+    # than its running pool's: it is asked for one thread at run time instead
+    numba = sys.modules.get("numba")
+    environment = [name for name in ENVIRONMENT if not (numba is not None and name == "NUMBA_NUM_THREADS")]
+    for name in environment:
         if name in os.environ and os.environ[name] != "1":
             notes.append(f"{name}={os.environ[name]} (yours, kept)")
         else:
             os.environ[name] = "1"
     if not notes:
-        notes.append(f"{'/'.join(ENVIRONMENT)}=1")
-    if "numba" in sys.modules:
-        notes.append("Numba was loaded before (its pool keeps its size; the kernels timed are serial)")
+        notes.append(f"{'/'.join(environment)}=1")
+    numba_threads = numba.get_num_threads() if numba is not None else None
+    if numba is not None:
+        numba.set_num_threads(1)
+        notes.append("Numba was loaded before: set to 1 thread at run time")
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_cpu_multi_thread_eigen" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {XLA_SINGLE_THREAD}".strip()
@@ -71,6 +77,8 @@ def single_threaded() -> Iterator[list[str]]:
     try:
         yield notes
     finally:
+        if numba is not None:
+            numba.set_num_threads(numba_threads)
         for lib, count in previous:
             _function(lib, _OPENBLAS_SET)(count)
         for name, value in saved.items():
