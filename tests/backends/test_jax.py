@@ -781,3 +781,102 @@ def test_indices_in_bounds_agree_on_both_backends():
     out = x[:, i] + x.at[:, i].add(1.0)[:, i]
     args = (np.arange(6.0).reshape(2, 3), np.array([-3, 2, 0]))
     np.testing.assert_array_equal(sg.function([x, i], out, backend="jax")(*args), sg.function([x, i], out)(*args))
+
+
+# -- what a call costs besides the computation --------------------------------------------------------------
+def _misaligned(array: np.ndarray) -> np.ndarray:
+    """A copy of `array` that starts 16 bytes past a 64-byte boundary (as NumPy's allocations do)."""
+    from stablegrad.backends.jax_backend.program import ALIGN
+
+    raw = np.empty(array.nbytes + 2 * ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN + 16
+    out = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    out[...] = array
+    return out
+
+
+def test_a_large_misaligned_argument_is_staged_in_aligned_memory_and_results_stay_the_callers():
+    """XLA reads a host array in place only at 64-byte alignment; otherwise the argument is
+    copied into the program's aligned buffer.  The next call rewrites that buffer, so no
+    result may share it: an output that is the argument itself keeps its values."""
+    from stablegrad.backends.jax_backend.program import ALIGN, STAGE_FROM
+
+    x = sg.matrix("x")
+    f = sg.function([x], [x, 2.0 * x], backend="jax")
+    first, second = (_misaligned(normal(64, 128)) for _ in range(2))
+    assert first.nbytes >= STAGE_FROM and first.ctypes.data % ALIGN
+    out_first = f(first)
+    out_second = f(second)
+    buffers = f._program._staging._buffers
+    assert set(buffers) == {0} and buffers[0].ctypes.data % ALIGN == 0
+    for got, want in zip(out_first + out_second, [first, 2 * first, second, 2 * second]):
+        np.testing.assert_array_equal(got, want)
+        assert not np.may_share_memory(got, buffers[0])
+    strided = normal(64, 256)[:, ::2]  # not contiguous: staged as well
+    np.testing.assert_array_equal(f(strided)[1], 2 * strided)
+
+
+def test_only_products_that_the_program_reads_keep_their_rounding_guard():
+    """`a*b` that only leaves the program needs no guard against fused multiply-adds; one
+    that a subtraction reads keeps it (the difference of equal products is exactly 0)."""
+    from stablegrad.backends.jax_backend.lowerings import lower_ufunc, lower_ufunc_unguarded
+
+    a, b, c = sg.vector("a"), sg.vector("b"), sg.vector("c")
+    ab = a * b
+    f = sg.function([a, b, c], [ab, ab - a * c], backend="jax")
+    lowerings = {type(n.op).__name__: [] for n in f.nodes}
+    for node, lower in f._program.plan.steps:
+        lowerings[type(node.op).__name__].append(lower)
+    assert lowerings["Multiply"].count(lower_ufunc) == 2  # both read by the subtraction
+    g = sg.function([a, b], a * b, backend="jax")
+    assert [lower for _, lower in g._program.plan.steps] == [lower_ufunc_unguarded]
+    x, y = normal(1000), positive(1000)
+    product, difference = f(x, y, y)
+    np.testing.assert_array_equal(product, x * y)
+    assert np.all(difference == 0)
+    np.testing.assert_array_equal(g(x, y), x * y)
+
+
+def test_logsumexp_results_of_size_one_or_more_keep_the_cheap_program():
+    """A Gaussian mixture's log-densities: nearly every row has one dominant component
+    (a total under 2) and a result near -2.  Rounding 1 + rest moves log(s) by at most
+    eps/2, under half an ulp of such a result, so no call reruns exactly; the values and
+    the gradient are NumPy's."""
+    from stablegrad.backends.jax_backend.whole import EXACT_BELOW
+
+    data = np.concatenate([RNG.normal(-4, 0.5, 3000), RNG.normal(5, 1.0, 3000)])
+    mu, sd = np.array([-4.0, 0.0, 5.0]), np.array([0.5, 1.0, 1.0])
+    lp = np.log(1 / 3) - np.log(sd) - 0.5 * np.log(2 * np.pi) - 0.5 * ((data[:, None] - mu) / sd) ** 2
+    assert lp.size >= EXACT_BELOW
+    x, w = sg.matrix("x"), sg.vector("w")
+    lse = sg.logsumexp(x, axis=1)
+    outputs = [lse, *sg.grad(sg.sum(w * lse), [x])]
+    f = sg.function([x, w], outputs, backend="jax")
+    weights = positive(len(lp))
+    got = f(lp, weights)
+    assert f._program._exact is None
+    m = lp.max(axis=1)
+    assert np.mean(np.exp(lp - m[:, None]).sum(axis=1) < 2) > 0.9  # the rows the old test (|m| < 4) reran
+    for value, want in zip(got, sg.function([x, w], outputs)(lp, weights)):
+        np.testing.assert_allclose(value, want, rtol=1e-14, atol=0)
+    near_zero = lp.copy()
+    near_zero[0] = [0.0, -40.0, -40.0]  # result 4e-18: m + log(s) would round it to 0
+    assert f(near_zero, weights)[0][0] == pytest.approx(2 * np.exp(-40.0), rel=1e-14)
+    assert f._program._exact is not None
+
+
+@pytest.mark.parametrize("rows", [1, 5000], ids=["exact", "speculating"])
+def test_a_nan_among_minus_infinities_makes_the_logsumexp_gradient_nan(rows):
+    """XLA's CPU max can pass over a NaN and report -inf for `[-inf, nan, -inf]`; the
+    gradient of such a row is NaN throughout, as on NumPy, not the 0 of an empty row."""
+    x, w = sg.matrix("x"), sg.vector("w")
+    lse = sg.logsumexp(x, axis=1)
+    outputs = [lse, *sg.grad(sg.sum(w * lse), [x])]
+    block = np.array([[-np.inf, np.nan, -np.inf], [np.nan, 0.0, 1.0], [-np.inf, -np.inf, -np.inf], [1.0, 0.0, 1.0]])
+    data = np.tile(block, (rows, 1))
+    weights = np.ones(len(data))
+    with np.errstate(all="ignore"):
+        expected = sg.function([x, w], outputs)(data, weights)
+    for got, want in zip(sg.function([x, w], outputs, backend="jax")(data, weights), expected):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)

@@ -130,11 +130,17 @@ _FLOAT64 = np.dtype(np.float64)
 
 def lower_ufunc(op, *args):
     """Ops in `UFUNCS`: every operand in the output dtype (NumPy computes there), then the JAX function."""
-    dtype = _numpy_result_dtype(op, tuple(np.dtype(a.dtype) for a in args))
-    result = UFUNCS[type(op)](*_cast(args, dtype))
-    if isinstance(op, ROUNDED) and dtype.kind == "f" and not is_static(result):
+    result = lower_ufunc_unguarded(op, *args)
+    if isinstance(op, ROUNDED) and result.dtype.kind == "f" and not is_static(result):
         return rounded(result)
     return result
+
+
+def lower_ufunc_unguarded(op, *args):
+    """`lower_ufunc` without `rounded`: for a product or quotient that no node of the
+    program reads, only its caller (`trace.Plan` picks it), so nothing can add to it."""
+    dtype = _numpy_result_dtype(op, tuple(np.dtype(a.dtype) for a in args))
+    return UFUNCS[type(op)](*_cast(args, dtype))
 
 
 #: products and quotients are rounded where they are computed (see `rounded`)

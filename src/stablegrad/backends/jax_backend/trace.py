@@ -28,7 +28,7 @@ from ...ops.scan import HOIST_BUDGET, Scan, ScanError, run_length
 from ...rewrite.pipeline import optimize
 from . import flags
 from .lowerings import LOWERINGS as PRIMITIVE_LOWERINGS
-from .lowerings import LoweringError, is_static
+from .lowerings import ROUNDED, LoweringError, is_static, lower_ufunc, lower_ufunc_unguarded
 from .whole import WHOLE, runs_whole
 
 #: entries beyond which a value known at trace time is left to XLA rather than computed with NumPy
@@ -38,16 +38,31 @@ _FOLDABLE = (base.Elementwise, reduction.Reduction, shape.Reshape, shape.ExpandD
 
 
 class Plan:
-    """A node list to trace: inputs, outputs, and for each node its lowering."""
+    """A node list to trace: inputs, outputs, and for each node its lowering.
 
-    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable]):
+    `final`: the outputs leave XLA (the plan of a whole program, not of a loop step or
+    a composite's body, whose outputs other XLA code reads).  A product or quotient
+    that only such an output reads then skips its rounding guard (`lowerings.rounded`):
+    no addition of the program can take it into a fused multiply-add.
+    """
+
+    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable], final: bool = False):
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.nodes = toposort(self.outputs, stop=self.inputs)
-        self.steps = [(node, lowering_for(node.op)) for node in self.nodes]
+        read = {v.id for node in self.nodes for v in node.inputs} if final else set()
+        self.steps = [
+            (node, lower_ufunc_unguarded if final and _unguarded(node, read) else lowering_for(node.op))
+            for node in self.nodes
+        ]
         for node in self.nodes:
             if isinstance(node.op, Scan):
                 inner_plan(node.op)  # plans the step graph now, so a missing lowering fails at compile time
+
+
+def _unguarded(node: Apply, read: set[int]) -> bool:
+    """Whether a product or quotient is read by no node (only by the program's caller)."""
+    return isinstance(node.op, ROUNDED) and lowering_for(node.op) is lower_ufunc and node.outputs[0].id not in read
 
 
 def lowering_of(op_class: type) -> Callable | None:

@@ -6,8 +6,9 @@ the max's exp(0) = 1: logsumexp([0, -40]) = 4.2e-18, not 0.  On XLA every sum
 writes its operand out in full, so those two sums cost two passes more than
 `jax.nn`.  Lowered whole they cost at most one: a total s < 2 means a unique max
 (each tie adds exactly 1), so `log(s)` needs the rest only there (`_log_total`).
-`logsumexp` goes further and speculates (`flags.settle`): away from 0 its
-result hides a lost tail, so only a row with s < 2 and |max| < 4 calls for a rerun.
+`logsumexp` goes further and speculates (`flags.settle`): a result of magnitude 1
+or more hides a lost tail, so only a row with s < 2 and |m + log s| < 1 calls for a
+rerun (see `lower_logsumexp`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ def runs_whole(op: Op) -> bool:
 def _max_and_sum(x, axes: tuple[int, ...]):
     """(m, e, s): the max (kept), e = exp(x - m) (exactly 1 at the max, +inf entries
     included) and its sum.  Built the same way by the logsumexp lowerings, so XLA
-    computes them once for a logsumexp and its gradient."""
+    computes them once for a logsumexp and its gradient.
+
+    (The select is per entry: a per-row shift clipped with `minimum` would save the
+    comparison, but XLA's CPU `min` drops NaN, and a NaN entry must make its row NaN.)"""
     m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
     e = jnp.exp(jnp.where(x == m, 0, x - m))
     return m, e, jnp.sum(e, axis=axes, keepdims=True)
@@ -62,9 +66,20 @@ def _log_total(s, at_max, e, axes: tuple[int, ...]):
 
 
 def lower_logsumexp(op: LogSumExp, x):
-    """`m + log(s)` as `jax.nn.logsumexp`, speculating: a row with a total under 2 and
-    |m| < 4 makes the call rerun with the tail kept (`_log_total`); elsewhere a lost
-    tail is below half an ulp of the result.  Below `EXACT_BELOW` entries, always kept."""
+    """`m + log(s)` as `jax.nn.logsumexp`, speculating: a row whose total is under 2
+    and whose result is under 1 in magnitude makes the call rerun with the tail kept
+    (`_log_total`).  Below `EXACT_BELOW` entries, always kept.
+
+    Only a unique max (s < 2) has a tail that `log1p` keeps and `log` may not: there
+    s = 1 + rest is rounded to a spacing of eps (the ulp of 1), which moves log(s) by
+    at most eps/2, and a result r = m + log(s) with |r| >= 1 has half an ulp of at least
+    eps/2.  (The sum's other roundings are those of a total of 2 or more, which never
+    reruns: measured, the cheap result is within 2 ulps of the exact one on such rows.)
+    So the doubt is on the cheap result itself, not on m: a Gaussian mixture's
+    log-densities (r around -2) and short rows with a clear max stay on the cheap
+    program, as `jax.nn` does; `[0, -40, ...]` (r = 0 for 4e-18) still reruns.
+    (-inf, +inf and NaN rows have |r| = inf or NaN: no doubt, and their cheap result is exact.)
+    """
     axes = op.axes
     m, e, s = _max_and_sum(x, axes)
 
@@ -74,14 +89,19 @@ def lower_logsumexp(op: LogSumExp, x):
     if np.size(x) < EXACT_BELOW:
         out = exact()
     else:
-        out = settle(m + jnp.log(s), jnp.any((s < 2) & (jnp.abs(m) < 4)), exact)
+        cheap = m + jnp.log(s)
+        out = settle(cheap, jnp.any((s < 2) & (jnp.abs(cheap) < 1)), exact)
     return out if op.keepdims or not axes else jnp.squeeze(out, axes)
 
 
 def lower_logsumexp_grad(op: LogSumExpGrad, x):
-    """e / s, 0 on rows with nothing above -inf (the body's `where(at_max, 1, terms) / (ties + rest)`)."""
+    """e / s, 0 on rows with nothing above -inf (the body's `where(at_max, 1, terms) / (ties + rest)`).
+
+    The -inf rows are picked out on the total (e / inf = 0, e being 1 there), one select
+    per row rather than per entry.  A NaN entry makes s NaN, and keeps it: XLA's max
+    may pass over the NaN of `[-inf, nan]` and report -inf, yet the row's gradient is NaN."""
     m, e, s = _max_and_sum(x, op.axes)
-    return jnp.where(m == -jnp.inf, 0, e / s)
+    return e / jnp.where((m == -jnp.inf) & (s == s), jnp.inf, s)
 
 
 def lower_softmax(op: Softmax, x):
