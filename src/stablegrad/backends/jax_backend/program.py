@@ -140,7 +140,8 @@ class _Staged:
     """The buffers of one call (see `Staging`)."""
 
     def __init__(self, buffers: dict[int, np.ndarray], lock: threading.Lock | None):
-        self.buffers, self.lock, self.used = buffers, lock, []
+        self.buffers, self.lock = buffers, lock
+        self.used: list[np.ndarray] = []
 
     def __enter__(self):
         return self
