@@ -175,3 +175,29 @@ def test_log1p_of_a_nonnegative_number_is_within_two_ulps_everywhere():
     out = np.empty(2)
     apply(special, out)
     assert out[0] == np.inf and np.isnan(out[1])
+
+
+def test_exp32_is_within_two_float32_ulps_across_its_range():
+    import numba
+
+    @numba.njit
+    def apply(t, out):
+        for i in range(t.size):
+            out[i] = kernels.exp32(t[i])
+
+    rng = np.random.default_rng(3)
+    edges = [88.72283, 88.7228, -103.97208, -103.9, -87.33655, -87.3, 0.0, -0.0, 1e-30]
+    t = np.concatenate([rng.uniform(-104, 89, 20000), rng.uniform(-1e-3, 1e-3, 500), edges]).astype(np.float32)
+    out = np.empty_like(t)
+    apply(t, out)
+    exact = np.array([float(mpmath.exp(mpmath.mpf(float(ti)))) for ti in t])  # float64 is far finer than float32
+    with np.errstate(over="ignore"):  # (past 88.72: inf in float32)
+        nearest = exact.astype(np.float32)
+    finite = np.isfinite(nearest) & (nearest > 0)
+    spacing = np.spacing(nearest[finite]).astype(np.float64)
+    assert np.all(np.abs(out[finite].astype(np.float64) - exact[finite]) <= 2 * spacing)
+    assert np.all(out[~finite] == nearest[~finite])  # overflow to inf, underflow to 0 where float32 has them
+    special = np.array([np.inf, -np.inf, np.nan], dtype=np.float32)
+    out = np.empty(3, dtype=np.float32)
+    apply(special, out)
+    assert out[0] == np.inf and out[1] == 0.0 and np.isnan(out[2])
