@@ -2,21 +2,25 @@
 
 On the NumPy backend every node of `z = (x - mu) * s; lp = c - 0.5 * z * z` writes a
 full-sized temporary, and the gradient's `sum(p * z, axis=0)` reads two of them back.
-Here such nodes become one `Loop` node whose kernel walks the array once, computing every
-member as a scalar at each index: only the values read outside the loop are stored, and a
-sum adds into its result as it goes.
+Here such nodes become one `Loop` node whose kernel (`loop_source`) walks the array once,
+computing every member as a scalar at each index: only the values read outside the loop
+are stored, and a sum adds into its result as it goes.
 
 Which nodes join (`fuse`):
-- *members* are elementwise ops with a scalar form below (`SCALAR`), whose shape is fully
-  known, at least `SMALLEST` entries, and the same as the loop's (its *space*); a member
-  read by anything else becomes one of the loop's outputs;
-- a *sum* of a member (or of a leaf) over that space ends a loop too, as an output;
+- *members* are elementwise ops with a scalar form (`scalar_form`) whose operands and
+  result have fully known shapes, the result's (the loop's *space*) at least `SMALLEST`
+  entries; a member read by anything else becomes one of the loop's outputs;
+- a *sum* of a member that keeps the last axis (a sum along it stays NumPy's pairwise one)
+  is an output, and so is a sum of a leaf the loop reads anyway;
+- one logsumexp-family *row op* over rows of at most `SHORT_ROW` entries of a 2-d space
+  (`row_op`) runs as a stage inside the loop: its logsumexp is an output, its softmax a
+  member (a space with several such ops keeps them all apart);
 - everything else a member reads is a *leaf*: an input of the loop, indexed with NumPy's
   broadcasting (an extent-1 axis is read at 0).
 A member that two loops need is computed in both rather than stored by one and read by the
 other: a few flops per entry cost less than a pass over memory.  Two outputs share a loop
 only when every leaf of the later one exists before the earlier one (see `fuse`), which
-keeps the fused graph acyclic.
+keeps the fused graph acyclic.  A space with more than `LARGEST` members is not fused.
 
 Each member's result is cast to its node's dtype, with operands cast to NumPy's common
 dtype first, so float32 stays float32 where NumPy keeps it there; division by zero, NaN and
