@@ -469,3 +469,25 @@ def logsumexp_and_softmax_rows_parallel(x, scale, lse, out):
 def short_rows_parallel(x, scale, lse, out, softmax):
     for k in numba.prange((x.shape[0] + _BLOCK - 1) // _BLOCK):
         _short_block(x, scale, lse, out, softmax, k * _BLOCK)
+
+
+# -- the exps of a small matrix less its per-column or per-row max, for the compiled loops'
+# steps (program_code): one call, whose loop vectorises, instead of a libm call per entry
+def _exps():
+    return numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
+
+
+@_exps()
+def exp_shifted_down(x, m, out):
+    """out[i, j] = exp(x[i, j] - m[j])."""
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = exp(np.float64(x[i, j]) - m[j])
+
+
+@_exps()
+def exp_shifted_along(x, m, out):
+    """out[i, j] = exp(x[i, j] - m[i])."""
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = exp(np.float64(x[i, j]) - m[i])

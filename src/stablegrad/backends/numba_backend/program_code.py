@@ -34,7 +34,7 @@ HEADER = [
     "import numba",
     "import numpy as np",
     "",
-    "from stablegrad.backends.numba_backend.kernels import exp",
+    "from stablegrad.backends.numba_backend.kernels import exp, exp_shifted_along, exp_shifted_down",
     "",
     "",
     '@numba.njit(cache=True, nogil=True, error_model="numpy")',
@@ -244,13 +244,22 @@ def _logsumexp_code(op, x: str, x_type, out: str, out_type) -> tuple[list[str], 
     lines = [f"{m}.fill(-np.inf)", f"{nan}.fill(False)", f"{rest}.fill(0.0)", f"{ties}.fill(0.0)"]
     lines += _nest(shape, "j", [f"v = np.float64({at})", f"{m}{row} = max({m}{row}, v)", f"{nan}{row} |= v != v"])
     lines += _nest(kept_shape, "j", [f"{m}{row} = np.nan if {nan}{row} else {m}{row}"])
+    exp = f"math.exp(v - {m}{row})"
+    if len(shape) == 2 and len(axes) == 1:
+        # a matrix's exps in one call of a loop that vectorises (per entry, libm's exp is a
+        # call each: most of an HMM step's time)
+        terms = f"{out}_e"
+        setup.append(f"{terms} = np.empty({_shape_text(shape)})")
+        per_row = f"{m}[0]" if axes == {0} else f"{m}[:, 0]"
+        lines.append(f"exp_shifted_{'down' if axes == {0} else 'along'}({x}, {per_row}, {terms})")
+        exp = f"{terms}[j0, j1]"
     lines += _nest(
         shape,
         "j",
         [
             f"v = np.float64({at})",
             f"tie = v == {m}{row}",
-            f"e = math.exp(v - {m}{row})",
+            f"e = {exp}",
             f"{rest}{row} += 0.0 if tie else e",
             f"{ties}{row} += 1.0 if tie else 0.0",
             *([f"{out}[{', '.join(j)}] = 1.0 if tie else e"] if isinstance(op, LogSumExpGrad) else []),
