@@ -1,12 +1,13 @@
 """A `scan` on the Numba backend: the whole loop, body and all, as one compiled function.
 
 On the NumPy backend a step of an HMM's forward recursion is a dozen NumPy calls on
-8-entry arrays, so 1000 steps cost milliseconds of call overhead.  Here the step program
-(the one `numpy_loops` runs: optimised for the arguments' shapes, the carry-independent
-part hoisted out) becomes straight Numba code inside the loop: every value of the body
-has a buffer of its static shape, allocated once, and every node is a loop nest writing
-it.  A body with an op this module has no code for, or a shape the types leave open,
-runs as on the NumPy backend.
+8-entry arrays, so 1000 steps cost milliseconds of call overhead.  Here the body program
+(as `numpy_loops` optimises it for the arguments' shapes, but whole: hoisting its
+carry-independent part would run that part in NumPy, which costs more than the loop
+saves) becomes straight Numba code inside the loop: every value of the body has a buffer
+of its static shape, allocated once, and every node is a loop nest writing it.  A body
+with an op this module has no code for, or a shape the types leave open, runs as on the
+NumPy backend.
 
 `program_code` says which nodes it compiles and how.
 """
