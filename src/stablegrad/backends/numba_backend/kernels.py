@@ -399,7 +399,9 @@ def _short_block(x, scale, lse, out, softmax, b0):
     """`short_rows` on the block of rows from b0: a block of rows is copied column-major into
     scratch, so that every inner loop runs over the block's rows (as long as the block,
     contiguous): the max, then the terms exp(x - max) in place (1 at the ties, as the row
-    kernels count them), then the division."""
+    kernels count them), then the division.  (The scratch is the block's own, of its exact
+    size: columns of a slice of one larger buffer are not contiguous, and do not vectorise,
+    which costs far more than the allocations: 2.7x on 10⁶ rows of 5.)"""
     n = x.shape[1]
     nb = min(_BLOCK, x.shape[0] - b0)
     block = np.empty((n, nb))

@@ -51,6 +51,7 @@ class _Source:
         self.result_of = {v.id: k for k, v in enumerate(op.results)}
         self.args: list[str] = []
         self.loads: dict[int, str] = {}  # leaf id → its load statement
+        self.arrays: dict[int, str] = {}  # leaf id → the argument holding it
         self.names: dict[int, str] = {}
         for k, v in enumerate(op.leaves):
             literal = _literal(v)
@@ -58,6 +59,7 @@ class _Source:
                 self.names[v.id] = literal
             else:
                 self.args.append(f"a{k}")
+                self.arrays[v.id] = f"a{k}"
                 self.names[v.id] = f"x{k}"
                 self.loads[v.id] = f"x{k} = a{k}[{self.index(v.type.shape)}]"
         self.number = {id(node): i for i, node in enumerate(op.members)}
@@ -68,10 +70,12 @@ class _Source:
         down = any(isinstance(n.op, Sum) and 0 in n.op.axes for n in op.members)
         self.parallel = parallel and (self.blocked or not down)
 
-    def index(self, shape: tuple) -> str:
+    def index(self, shape: tuple, idx: Sequence[str] | None = None) -> str:
+        """The index of an operand of `shape` at the loop's index `idx` (by default its own)."""
+        idx = self.idx if idx is None else idx
         d = len(self.op.space)
         padded = (1,) * (d - len(shape)) + tuple(shape)
-        return ", ".join("0" if n == 1 and self.op.space[a] != 1 else self.idx[a] for a, n in enumerate(padded))
+        return ", ".join("0" if n == 1 and self.op.space[a] != 1 else idx[a] for a, n in enumerate(padded))
 
     def text(self) -> str:
         results = [f"r{k}" for k in range(len(self.op.results))]
@@ -214,11 +218,9 @@ class _Source:
         if len(row.inputs) < 2:
             return "1.0"
         scale = row.inputs[1]
-        name = self.names[scale.id]
-        load = self.loads.get(scale.id)
-        if load is None:
-            return name
-        return load.split(" = ", 1)[1].replace("i1", "0")  # one factor per row
+        if scale.id not in self.arrays:  # a literal
+            return self.names[scale.id]
+        return f"{self.arrays[scale.id]}[{self.index(scale.type.shape, ['i0', '0'])}]"  # one factor per row
 
     # -- members as statements -----------------------------------------------------------------
     def statements(self, members: Sequence[Apply], sums: str) -> list[str]:
@@ -254,16 +256,21 @@ class _Source:
         return lines
 
     def expression(self, node: Apply) -> str:
-        """The member's scalar form, operands cast to NumPy's common dtype, result to its own."""
-        out = node.outputs[0]
-        values = node.inputs[1:] if isinstance(node.op, Where) else node.inputs
-        common = np.result_type(*(v.dtype for v in values))
-        operands = [cast(self.names[v.id], v.dtype, common) for v in values]
-        if isinstance(node.op, Where):  # the condition is read as a truth value, not cast
-            operands.insert(0, self.names[node.inputs[0].id])
-        form = scalar_form(node.op)
-        assert form is not None
-        return cast("(" + form.format(*operands) + ")", common, out.dtype, force=True)
+        return scalar_expression(node, [self.names[v.id] for v in node.inputs])
+
+
+def scalar_expression(node: Apply, operands: Sequence[str]) -> str:
+    """An elementwise node's scalar form over the operands' expressions: operands cast to
+    NumPy's common dtype, the result to the node's own."""
+    values = list(zip(operands, node.inputs))
+    condition = values.pop(0)[0] if isinstance(node.op, Where) else None  # read as a truth value
+    common = np.result_type(*(v.dtype for _, v in values))
+    texts = [cast(text, v.dtype, common) for text, v in values]
+    if condition is not None:
+        texts.insert(0, condition)
+    form = scalar_form(node.op)
+    assert form is not None
+    return cast("(" + form.format(*texts) + ")", common, node.outputs[0].dtype, force=True)
 
 
 def _down_the_rows(node: Apply) -> bool:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -287,7 +287,7 @@ def fuse(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> list[Variab
         target = _joinable([g for g in of_space.get(s, ()) if x.id in g.leaves], [x], position)
         if target is not None and position[id(node)] > target.start:  # (its readers come after it)
             target.add([node], [x], result)
-    return _rebuilt(nodes, outputs, groups, space)
+    return _rebuilt(nodes, outputs, groups, position)
 
 
 def _joinable(groups, leaves: list[Variable], position: dict[int, int]) -> _Group | None:
@@ -357,7 +357,7 @@ class _Group:
         self.results.append(result)
 
 
-def _rebuilt(nodes: list[Apply], outputs, groups: list[_Group], space) -> list[Variable]:
+def _rebuilt(nodes: list[Apply], outputs, groups: list[_Group], position: dict[int, int]) -> list[Variable]:
     """The graph again, each group one `Loop` node placed at its first output's node."""
     fused_away = {id(n) for g in groups for n in g.members.values()}
     at = {g.start: g for g in groups}
@@ -369,7 +369,7 @@ def _rebuilt(nodes: list[Apply], outputs, groups: list[_Group], space) -> list[V
     for i, node in enumerate(nodes):
         group = at.get(i)
         if group is not None:
-            members = tuple(sorted(group.members.values(), key=_order(nodes)))
+            members = tuple(sorted(group.members.values(), key=lambda n: position[id(n)]))
             op = Loop(group.space, members, tuple(group.leaves.values()), tuple(group.results))
             loop = Apply(op, [new(v) for v in op.leaves], op.infer(), members[-1].location)
             mapping.update((v.id, out) for v, out in zip(op.results, loop.outputs))
@@ -380,8 +380,3 @@ def _rebuilt(nodes: list[Apply], outputs, groups: list[_Group], space) -> list[V
             clone = Apply(node.op, inputs, node.op.infer(*inputs), node.location)
             mapping.update((old.id, c) for old, c in zip(node.outputs, clone.outputs))
     return [new(v) for v in outputs]
-
-
-def _order(nodes: list[Apply]) -> Callable[[Apply], int]:
-    position = {id(node): i for i, node in enumerate(nodes)}
-    return lambda node: position[id(node)]

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...graph.basic import Apply
-from ...ops.elementwise import Where
 from ...ops.indexing import ARRAY, Index, IndexUpdate
 from ...ops.reduction import Sum
 from ...ops.shape import BroadcastTo, ExpandDims, ReduceTo, Reshape, Squeeze
 from ...ops.stable import LogSumExp
 from ...ops.stable.logsumexp import LogSumExpGrad
 from ..numpy_program import Program
-from .loop_source import cast, literal_text
+from .loop_source import literal_text, scalar_expression
 from .loops import scalar_form
 
 _VIEWS = (ExpandDims, Squeeze, Reshape)
@@ -194,21 +193,10 @@ def _nest(shape: tuple, prefix: str, inner: list[str]) -> list[str]:
 
 def _node_code(node: Apply, ins: list[str], in_types: list, out: str, out_type) -> list[str] | None:
     op = node.op
-    shape, dtype = out_type
+    shape = out_type[0]
     idx = [f"i{a}" for a in range(len(shape))]
-    form = scalar_form(op)
-    if form is not None and len(node.outputs) == 1:
-        values = list(zip(ins, in_types, node.inputs))
-        if isinstance(op, Where):
-            condition, values = values[0], values[1:]
-        else:
-            condition = None
-        common = np.result_type(*(t[1] for _, t, _ in values))
-        operands = [cast(_at(name, t[0], shape, idx), t[1], common) for name, t, _ in values]
-        if condition is not None:
-            name, t, _ = condition
-            operands.insert(0, _at(name, t[0], shape, idx))
-        value = cast("(" + form.format(*operands) + ")", common, dtype, force=True)
+    if scalar_form(op) is not None and len(node.outputs) == 1:
+        value = scalar_expression(node, [_at(name, t[0], shape, idx) for name, t in zip(ins, in_types)])
         return _nest(shape, "i", [f"{_item(out, idx)} = {value}"])
     if isinstance(op, BroadcastTo):
         return _nest(shape, "i", [f"{_item(out, idx)} = {_at(ins[0], in_types[0][0], shape, idx)}"])
