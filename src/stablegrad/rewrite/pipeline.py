@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from ..graph.basic import Apply, Op, Variable, substitute
 from ..ops.composite import OpFromGraph
 from ..ops.scan import Scan
-from . import canonicalize, specialize, stabilize
+from . import branches, canonicalize, identities, probability, scaled, specialize, stabilize
 from .engine import ChangeLog, Kind, Phase, Rebuilder, Rewrite, active_log, rewrite
 
 #: rounds of `specialize.lift_shape_only` (each a linear pass; a deeper chain of broadcasts read
@@ -76,7 +76,16 @@ PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
     (Phase.CANONICALIZE, canonicalize.RULES),
     # the normal forms stay in force while recognising: a freshly recognised
     # `expand_dims(logsumexp(x))` must read as `logsumexp(x, keepdims=True)` to its parent
-    (Phase.STABILIZE, canonicalize.RULES + stabilize.RULES + BODY_RULES),
+    (
+        Phase.STABILIZE,
+        canonicalize.RULES
+        + stabilize.RULES
+        + identities.RULES
+        + probability.RULES
+        + scaled.RULES
+        + branches.RULES
+        + BODY_RULES,
+    ),
     (Phase.SPECIALIZE, specialize.RULES),
 )
 

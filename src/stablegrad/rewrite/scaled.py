@@ -1,0 +1,5 @@
+"""PLACEHOLDER"""
+
+from __future__ import annotations
+
+RULES: tuple = ()
