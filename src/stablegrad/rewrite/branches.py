@@ -15,31 +15,15 @@ from __future__ import annotations
 
 from ..graph.basic import Constant, Variable
 from ..graph.types import broadcast_shapes
-from ..ops import stable
-from ..ops.base import Elementwise
 from ..ops.elementwise import Where
 from ..ops.gradient_mask import MaskedGradient, masked_gradient
 from ..ops.shape import broadcast_arrays
 from .engine import Kind, Phase, rewrite
 from .extents import Extents
+from .patterns import is_entrywise
 
 #: how many ops a branch is followed through
 REACH = 64
-
-#: stable ops that act entry by entry: a branch is followed through them to its leaves
-_ENTRYWISE_STABLE = (
-    stable.Softplus,
-    stable.Sigmoid,
-    stable.LogSigmoid,
-    stable.Logit,
-    stable.Log1mExp,
-    stable.LogAddExp,
-    stable.LogDiffExp,
-    stable.XLogY,
-    stable.XLog1PY,
-    stable.LogErfc,
-    stable.ExpOfSum,
-)
 
 
 @rewrite(Phase.STABILIZE, Kind.RECOGNITION, Where)
@@ -69,8 +53,7 @@ def _mask_leaves(branch: Variable, mask: Variable, kept: bool, extents: Extents)
 
 
 def _entrywise(v: Variable) -> bool:
-    node = v.owner
-    return node is not None and isinstance(node.op, (Elementwise, *_ENTRYWISE_STABLE))
+    return v.owner is not None and is_entrywise(v.owner.op)
 
 
 def _leaves(branch: Variable) -> list[Variable]:

@@ -9,7 +9,10 @@ always sees canonical operands.  Rebuilding doubles as:
 - constant folding: a small node whose inputs are all constants becomes a constant;
 - rewriting: the rules for the node's op class are tried in order; the first
   replacement is itself rebuilt (so rewrites chain: `log(1+exp(x))` → `log1p(exp(x))`
-  → `softplus(x)`), and recorded in the change log.
+  → `softplus(x)`), and recorded in the change log;
+- seeing through layout: where no rule fires on an entrywise op of one operand that
+  a layout op produced, `u(L(v))`, the rules are tried on `u(v)`, and a replacement r
+  stands as `L(r)` (`log(softmax(x)[i])` → `log_softmax(x)[i]`): the two commute.
 
 Each node is visited once and a rule costs O(1) to try, so a pass is linear in
 graph size.  Termination is guaranteed by a step budget proportional to the
@@ -33,6 +36,7 @@ from ..graph.basic import Apply, Constant, Op, Variable
 from ..graph.printing import expression
 from ..ops.creation import LARGEST_CONSTANT
 from .extents import Extents
+from .patterns import is_entrywise, is_layout
 
 #: folding never produces constants larger than this (they would bloat the graph)
 FOLD_LIMIT = LARGEST_CONSTANT
@@ -256,11 +260,31 @@ class Rebuilder:
                 self._depth -= 1
             self._seen[key] = result
             return result
+        moved = self._through_layout(candidate)
+        if moved is not None:
+            self._seen[key] = moved
+            return moved
         self._seen[key] = candidate.outputs
         candidate.settled += (self._rule_key,)
         for o in candidate.outputs:
             self.done[o.id] = o
         return candidate.outputs
+
+    def _through_layout(self, node: Apply) -> tuple[Variable, ...] | None:
+        """u(L(v)) as L(r) where a rule rewrites u(v) to r; None where none does."""
+        if len(node.inputs) != 1 or not is_entrywise(node.op):
+            return None
+        layout = node.inputs[0].owner
+        if layout is None or not is_layout(layout.op):
+            return None
+        v = layout.inputs[0]
+        if v.owner is None:
+            return None  # nothing below for a rule to match
+        inner = Apply(node.op, [v], node.op.infer(v), node.location)
+        rewritten = self._apply(inner, [v])
+        if rewritten[0] is inner.outputs[0]:
+            return None
+        return (self.canonical(layout.op(rewritten[0], *layout.inputs[1:])),)
 
     def _rules_for(self, op_class: type) -> list[Rewrite]:
         rules = self._by_root.get(op_class)

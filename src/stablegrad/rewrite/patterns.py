@@ -4,8 +4,38 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph.basic import Apply, Constant, Variable
+from ..graph.basic import Apply, Constant, Op, Variable
+from ..ops import stable
+from ..ops.base import Elementwise
 from ..ops.elementwise import Add, Negative, negative
+from ..ops.indexing import Index
+from ..ops.shape import BroadcastTo, ExpandDims, Reshape, Squeeze, Transpose
+
+#: stable ops that act entry by entry, as Elementwise ops do
+ENTRYWISE_STABLE = (
+    stable.Softplus,
+    stable.Sigmoid,
+    stable.LogSigmoid,
+    stable.Logit,
+    stable.Log1mExp,
+    stable.LogAddExp,
+    stable.LogDiffExp,
+    stable.XLogY,
+    stable.XLog1PY,
+    stable.LogErfc,
+    stable.ExpOfSum,
+)
+#: ops that only move, drop or repeat entries: an entrywise op of one operand commutes with them
+LAYOUT = (Index, Transpose, ExpandDims, Squeeze, Reshape, BroadcastTo)
+
+
+def is_entrywise(op: Op) -> bool:
+    """Whether output entry i depends on operand entry i alone (NumPy broadcasting aside)."""
+    return isinstance(op, (Elementwise, *ENTRYWISE_STABLE))
+
+
+def is_layout(op: Op) -> bool:
+    return isinstance(op, LAYOUT)
 
 
 def owner(v: Variable, *op_classes: type) -> Apply | None:
@@ -13,6 +43,20 @@ def owner(v: Variable, *op_classes: type) -> Apply | None:
     node = v.owner
     if node is not None and isinstance(node.op, op_classes):
         return node
+    return None
+
+
+def entrywise_operand(v: Variable, op_class: type) -> Variable | None:
+    """x where v is op(x) for a one-operand entrywise op of `op_class`, also behind layout ops:
+    for v = L(op(x)) it is L(x), since op(L(x)) = L(op(x)) (`log(w)[None, :]` is `log(w[None, :])`)."""
+    node = v.owner
+    if node is None:
+        return None
+    if isinstance(node.op, op_class) and len(node.inputs) == 1:
+        return node.inputs[0]
+    if is_layout(node.op):
+        x = entrywise_operand(node.inputs[0], op_class)
+        return node.op(x, *node.inputs[1:]) if x is not None else None
     return None
 
 

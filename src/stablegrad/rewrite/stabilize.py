@@ -22,7 +22,7 @@ from ..ops.reduction import Prod, Sum
 from ..ops.shape import ShapeDim
 from ..ops.stable import LogSumExp
 from .engine import Kind, Phase, rewrite
-from .patterns import add_terms, constant_value, fits, is_constant, is_negation, negate, owner
+from .patterns import add_terms, constant_value, entrywise_operand, fits, is_constant, is_negation, negate, owner
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -30,9 +30,9 @@ _REC = Kind.RECOGNITION
 
 def _exp_argument(v: Variable) -> Variable | None:
     """x where v is exp(x); a + b where v is a recognised product exp(a) * exp(b)."""
-    e = owner(v, Exp)
-    if e is not None:
-        return e.inputs[0]
+    x = entrywise_operand(v, Exp)
+    if x is not None:
+        return x
     pair = owner(v, stable.ExpOfSum)
     return pair.inputs[0] + pair.inputs[1] if pair is not None else None
 
@@ -73,9 +73,8 @@ def logsumexp_with_weights_from_log(node):
     if total is None:
         return None
     for term, x in (total.inputs, total.inputs[::-1]):
-        lg = owner(term, Log)
-        if lg is not None and lg.inputs[0].ndim <= x.ndim:
-            w = lg.inputs[0]
+        w = entrywise_operand(term, Log)
+        if w is not None and w.ndim <= x.ndim:
             b = where(less(w, 0), np.nan, w)
             return fits(stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=b), node)
     return None
@@ -436,12 +435,12 @@ def logit_from_naive(node):
 def xlogy_from_naive(node):
     """x * log(y) → xlogy(x, y): 0 where x = 0, also at y = 0 (x * log(x) at x = 0 included)."""
     for x, term in (node.inputs, node.inputs[::-1]):
-        lg = owner(term, Log)
-        if lg is not None:
+        y = entrywise_operand(term, Log)
+        if y is not None:
             value = constant_value(x)
             if value is not None and value != 0:
                 return None  # a non-zero constant factor needs no guard
-            return fits(stable.xlogy(x, lg.inputs[0]), node)
+            return fits(stable.xlogy(x, y), node)
     return None
 
 
