@@ -143,6 +143,7 @@ from .ops.stable import (
     softmax,
     softmax_cross_entropy,
     softplus,
+    xexpx,
     xlog1py,
     xlogy,
 )

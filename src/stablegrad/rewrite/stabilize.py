@@ -444,6 +444,16 @@ def xlogy_from_naive(node):
     return None
 
 
+@rewrite(_S, _REC, Multiply)
+def xexpx_from_naive(node):
+    """x * exp(x) → xexpx(x): 0 at x = -inf, where the product is -inf · 0 (the term
+    `p · log p` of an entropy or expectation written with log-probabilities)."""
+    for x, term in (node.inputs, node.inputs[::-1]):
+        if entrywise_operand(term, Exp) is x:
+            return fits(stable.xexpx(x), node)
+    return None
+
+
 @rewrite(_S, _REC, Log)
 def log_erfc_from_naive(node):
     """log(erfc(x)) → log_erfc(x), finite where erfc(x) underflows (x > 26.5)."""
@@ -518,6 +528,7 @@ RULES = (
     exp_from_sigmoid_odds,
     logit_from_naive,
     xlogy_from_naive,
+    xexpx_from_naive,
     log_erfc_from_naive,
     sum_of_logs_from_log_of_prod,
 )

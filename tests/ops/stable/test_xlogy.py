@@ -77,3 +77,45 @@ def test_xlogy_dtypes():
 def test_xlogy_ops_respect_reads(op):
     with np.errstate(divide="ignore"):
         check_reads(op, np.array([0.0, 1.5, 0.0, 2.0]), np.array([0.0, 2.0, 3.0, 0.5]))
+
+
+# -- xexpx: x · exp(x), 0 at x = -inf ---------------------------------------------------------------------
+_xexpx = np.frompyfunc(lambda x: x * mp.exp(x), 1, 1)
+
+
+@given(hnp.arrays(np.float64, 4, elements=st.floats(-1000, 700)))
+def test_xexpx_matches_mpmath(x):
+    _check(sg.xexpx, _xexpx, [x], rtol=(1e-14, 1e-12, 1e-10), dps=80)
+
+
+@given(hnp.arrays(np.float32, 4, elements=st.floats(-100, 80, width=32)))
+def test_xexpx_matches_mpmath_float32(x):
+    _check(sg.xexpx, _xexpx, [x], rtol=(1e-5, 1e-4, 1e-3), dps=80)
+
+
+def test_xexpx_is_zero_at_minus_infinity_with_zero_derivatives():
+    x = np.array([-INF, -800.0, -1.0, 0.0])
+    np.testing.assert_array_equal(run(sg.xexpx, x), [0.0, -800.0 * np.exp(-800.0), -np.exp(-1.0), 0.0])
+    (g,) = grad_of(sg.xexpx, x)
+    np.testing.assert_array_equal(g, [0.0, np.exp(-800.0) * -799.0, 0.0, 1.0])
+    v = sg.vector("v")
+    hvp = sg.function([v], sg.hessian_vector_product(sg.sum(sg.xexpx(v)), v, sg.ones_like(v)))(x)
+    np.testing.assert_array_equal(hvp, [0.0, np.exp(-800.0) * -798.0, np.exp(-1.0), 2.0])
+
+
+def test_xexpx_keeps_nan_and_plus_infinity():
+    with np.errstate(invalid="ignore"):
+        value = run(sg.xexpx, np.array([np.nan, INF]))
+    assert np.isnan(value[0]) and value[1] == INF
+
+
+def test_an_expectation_in_log_space_is_xexpx_with_a_zero_probability():
+    lp = sg.vector("lp")
+    entropy = -sg.sum(sg.exp(lp) * lp)
+    f = sg.function([lp], [entropy, sg.grad(entropy, lp)])
+    assert "xexpx_from_naive" in f.explain()
+    value, g = f(np.array([-INF, np.log(0.25), np.log(0.75)]))
+    np.testing.assert_allclose(value, -(0.25 * np.log(0.25) + 0.75 * np.log(0.75)), rtol=1e-15)
+    np.testing.assert_allclose(g, [0.0, -0.25 * (1 + np.log(0.25)), -0.75 * (1 + np.log(0.75))], rtol=1e-14)
+    near_miss = sg.function([lp], sg.sum(sg.exp(lp) * (lp + 1.0)))
+    assert "xexpx_from_naive" not in near_miss.explain()

@@ -18,7 +18,7 @@ from .softplus import (
     sigmoid,
     softplus,
 )
-from .xlogy import XLog1PY, XLogY, xlog1py, xlogy
+from .xlogy import XExpX, XLog1PY, XLogY, xexpx, xlog1py, xlogy
 
 __all__ = [
     "ExpOfSum",
@@ -36,6 +36,7 @@ __all__ = [
     "Softmax",
     "SoftmaxCrossEntropy",
     "Softplus",
+    "XExpX",
     "XLog1PY",
     "XLogY",
     "exp_of_sum",
@@ -56,6 +57,7 @@ __all__ = [
     "softmax",
     "softmax_cross_entropy",
     "softplus",
+    "xexpx",
     "xlog1py",
     "xlogy",
 ]

@@ -1,4 +1,4 @@
-"""x · log(y) and x · log1p(y), defined as 0 where x = 0.
+"""x · log(y) and x · log1p(y), defined as 0 where x = 0; x · exp(x), defined as 0 at x = -inf.
 
 Opaque on purpose: written out, `x * log(y)` is `0 · -inf = NaN` at x = y = 0
 (entropy terms, `p log p`), and a rewrite that distributes `(a - 1) · log y` into
@@ -16,7 +16,8 @@ import numpy as np
 from ...graph.basic import READS_INPUTS
 from ..composite import SymbolicOp
 from ..elementwise import equal, isnan, logical_and, where
-from ..math import log, log1p
+from ..gradient_mask import masked_gradient
+from ..math import exp, log, log1p
 from ._common import promote, restore
 
 
@@ -66,6 +67,42 @@ class XLog1PY(SymbolicOp):
         (x, y), (g,) = inputs, grads
         denominator = where(logical_and(equal(x, 0), equal(y, -1)), 1, 1 + y)
         return [g * log1p(y), g * x / denominator]
+
+
+@final
+@dataclass(frozen=True)
+class XExpX(SymbolicOp):
+    """x · exp(x), 0 at x = -inf (its limit): the expectation term `p · log p` written in log space.
+
+    Naive: `lp * exp(lp)` is -inf · 0 = NaN at lp = -inf (a category of probability 0), and
+    so is its gradient `exp(x) · (1 + x)`.  Stable: `where(x == -inf, 0, x · exp(x))`.
+    Pullback (reads the operand): `g · exp(x) · (1 + x)`, 0 at x = -inf, where x is read
+    through `masked_gradient` so that the second derivative is 0 there too.
+    """
+
+    public_name: ClassVar[str] = "xexpx"
+
+    reads = READS_INPUTS
+
+    def build(self, x):
+        return where(equal(x, -np.inf), 0, x * exp(x))
+
+    def pullback(self, inputs, outputs, grads):
+        (x,), (g,) = inputs, grads
+        at_limit = equal(x, -np.inf)
+        finite_x = masked_gradient(x, at_limit, kept=False)
+        return [where(at_limit, 0, g * exp(finite_x) * (1 + finite_x))]
+
+
+def xexpx(x):
+    """x · exp(x), elementwise, 0 at x = -inf (the limit; `lp * exp(lp)` is NaN there).
+
+    >>> import numpy as np, stablegrad as sg
+    >>> sg.function([x := sg.vector("x")], sg.xexpx(x))(np.array([-np.inf, 0.0, 1.0]))
+    array([0.        , 0.        , 2.71828183])
+    """
+    (a,), dtype = promote("xexpx", x)
+    return restore(XExpX()(a), dtype)
 
 
 def xlogy(x, y):
