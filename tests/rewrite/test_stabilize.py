@@ -345,3 +345,77 @@ def test_a_one_operand_op_of_a_broadcast_is_computed_before_broadcasting():
     assert "[broadcast_after_unary]" in f.explain()
     assert [type(n.op).__name__ for n in f.nodes if type(n.op).__name__ in ("Log1p", "Expm1")] == []
     np.testing.assert_array_equal(f(np.array([[-40.0], [2.0]])), [[-40.0] * 3, [2.0] * 3])
+
+
+# -- mixture weights: exact zeros reach the weighted logsumexp by every route --------------------------------
+def _mp_mixture(p, a, b):
+    p, a, b = (mpmath.mpf(float(v)) for v in (p, a, b))
+    value = mpmath.log(p * mpmath.exp(a) + (1 - p) * mpmath.exp(b))
+    grads = [
+        (mpmath.exp(a) - mpmath.exp(b)) / mpmath.exp(value),
+        p * mpmath.exp(a - value),
+        (1 - p) * mpmath.exp(b - value),
+    ]
+    return float(value), [float(g) for g in grads]
+
+
+MIXTURES = {
+    "log_space": lambda p, a, b: sg.logaddexp(sg.log(p) + a, sg.log1p(-p) + b),
+    "log_of_one_minus": lambda p, a, b: sg.logaddexp(sg.log(p) + a, sg.log(1 - p) + b),
+    "probability_space": lambda p, a, b: sg.log(p * sg.exp(a) + (1 - p) * sg.exp(b)),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", sorted(MIXTURES))
+def test_a_two_component_mixture_has_finite_gradients_at_weights_zero_and_one(name, dtype):
+    p, a, b = sg.vector("p", dtype=dtype), sg.vector("a", dtype=dtype), sg.vector("b", dtype=dtype)
+    y = MIXTURES[name](p, a, b)
+    f = sg.function([p, a, b], [y, *sg.grad(sg.sum(y), [p, a, b])])
+    ps, as_, bs = np.array([0.0, 1.0, 0.3, 0.0]), np.array([1.0, 2.0, -3.0, 80.0]), np.array([-1.0, 5.0, 4.0, 60.0])
+    value, *grads = f(*(v.astype(dtype) for v in (ps, as_, bs)))
+    tol = 1e-5 if dtype == "float32" else 1e-13
+    for i in range(len(ps)):
+        exact_value, exact_grads = _mp_mixture(ps[i], as_[i], bs[i])
+        np.testing.assert_allclose(value[i], exact_value, rtol=tol)
+        np.testing.assert_allclose([g[i] for g in grads], exact_grads, rtol=tol, atol=tol)
+
+
+def test_an_overflowing_mixture_in_probability_space_is_repaired():
+    p, a = sg.vector("p"), sg.vector("a")
+    y = sg.log(p * sg.exp(a) + (1 - p) * sg.exp(2 * a))
+    f = sg.function([p, a], [y, *sg.grad(sg.sum(y), [p, a])])
+    assert "logaddexp_from_naive" in f.explain()
+    value, gp, ga = f(np.array([0.0, 0.5]), np.array([800.0, 800.0]))
+    np.testing.assert_allclose(value, [1600.0, 1600.0 + np.log(0.5)], rtol=1e-15)
+    np.testing.assert_allclose(gp, [-1.0, -2.0], rtol=1e-15)
+    np.testing.assert_allclose(ga, [2.0, 2.0], rtol=1e-15)
+
+
+def test_a_negative_weight_in_probability_space_keeps_the_signed_meaning():
+    a, b = sg.vector("a"), sg.vector("b")
+    y = sg.log(sg.exp(a) + (-0.5) * sg.exp(b))  # as written: finite while e^a > e^b / 2
+    f = sg.function([a, b], y)
+    with np.errstate(invalid="ignore"):
+        value = f(np.array([1.0, 0.0]), np.array([0.0, 1.0]))
+    np.testing.assert_allclose(value[0], np.log(np.e - 0.5), rtol=1e-15)
+    assert np.isnan(value[1])  # log of a negative total, as written
+
+
+def test_normalised_log_weights_keep_the_gradient_of_a_zero_weight_finite():
+    w, x = sg.vector("w"), sg.vector("x")
+    for y in (
+        sg.logsumexp(sg.log_softmax(sg.log(w)) + x),
+        sg.logsumexp(sg.log(w) - sg.logsumexp(sg.log(w)) + x),
+        sg.logsumexp(sg.log(w / sg.sum(w)) + x),
+    ):
+        value, gw = sg.function([w, x], [y, sg.grad(y, w)])(np.array([0.0, 0.5, 0.5]), np.array([1.0, 2.0, 3.0]))
+        total = 0.5 * np.exp(2.0) + 0.5 * np.exp(3.0)
+        np.testing.assert_allclose(value, np.log(total), rtol=1e-15)
+        np.testing.assert_allclose(gw, np.exp([1.0, 2.0, 3.0]) / total - 1.0, rtol=1e-14)
+
+
+def test_a_logaddexp_without_log_weights_is_left_alone():
+    a, b = sg.vector("a"), sg.vector("b")
+    f = sg.function([a, b], sg.logaddexp(a + 1.0, sg.exp(b)))
+    assert "logsumexp_with_weights_from_logaddexp_of_logs" not in f.explain()

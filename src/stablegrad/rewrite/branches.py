@@ -26,7 +26,7 @@ from .patterns import is_entrywise
 REACH = 64
 
 
-@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Where)
+@rewrite(Phase.STABILIZE, Kind.GUARD, Where)
 def masked_gradients_of_unselected_branches(node):
     """where(c, f(x), g(y)) → where(c, f(masked_gradient(x, c)), g(masked_gradient(y, c, kept=False))).
 

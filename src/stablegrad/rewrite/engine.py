@@ -53,6 +53,7 @@ class Phase(enum.Enum):
 class Kind(enum.Enum):
     ALGEBRA = "algebra"  # value-preserving simplification
     RECOGNITION = "recognition"  # a naive formula replaced by a stable primitive
+    GUARD = "guard"  # no value changes; a gradient taken of the result avoids a 0 · inf
     INLINING = "inlining"  # a composite replaced by its body
 
 

@@ -25,7 +25,7 @@ from ..ops.elementwise import Compare, Where, equal, where
 from ..ops.indexing import Index
 from ..ops.reduction import Reduction
 from ..ops.scan import Scan
-from ..ops.shape import BroadcastTo, ExpandDims, ReduceTo, ShapeDim, Squeeze, Transpose, broadcast_to
+from ..ops.shape import BroadcastTo, Concatenate, ExpandDims, ReduceTo, ShapeDim, Squeeze, Transpose, broadcast_to
 from ..ops.stable.logsumexp import LogSumExp, LogSumExpGrad
 from ..ops.stable.softmax import LogSoftmax, Softmax
 
@@ -157,6 +157,8 @@ def _operand_sources(v: Variable, axis: int) -> list[Source | int] | None:
         return _through_loop(op, owner.inputs, v.index, axis)
     if isinstance(op, BroadcastTo | ReduceTo | Alloc):  # the extent is the target dim, an input
         return _dim_sources(owner.inputs[1 + axis])
+    if isinstance(op, Concatenate) and axis != op.axis % v.ndim:
+        return [(x, axis) for x in owner.inputs]  # equal in every operand, off the joined axis
     layout = _layout_source(op, owner.inputs[0], axis)
     if layout is not None:
         return layout

@@ -7,7 +7,7 @@ import numpy as np
 from ..graph.basic import Apply, Constant, Op, Variable
 from ..ops import stable
 from ..ops.base import Elementwise
-from ..ops.elementwise import Add, Negative, negative
+from ..ops.elementwise import Add, Negative, Subtract, negative
 from ..ops.indexing import Index
 from ..ops.shape import BroadcastTo, ExpandDims, Reshape, Squeeze, Transpose
 
@@ -96,6 +96,16 @@ def fits(result: Variable, node: Apply) -> Variable | None:
     if not all(a is None or b is None or a == b for a, b in zip(old.type.shape, result.type.shape)):
         return None
     return result
+
+
+def signed_terms(v: Variable) -> list[Variable]:
+    """The addends of a tree of `+` and `-`, subtrahends negated (`a - b + c` → [a, -b, c])."""
+    node = v.owner
+    if node is not None and isinstance(node.op, Add):
+        return signed_terms(node.inputs[0]) + signed_terms(node.inputs[1])
+    if node is not None and isinstance(node.op, Subtract):
+        return signed_terms(node.inputs[0]) + [negate(t) for t in signed_terms(node.inputs[1])]
+    return [v]
 
 
 def add_terms(v: Variable) -> list[Variable]:

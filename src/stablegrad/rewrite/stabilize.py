@@ -16,13 +16,24 @@ import numpy as np
 
 from ..graph.basic import Variable
 from ..ops import stable
+from ..ops.creation import ones_like, zeros_like
 from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, less, where
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p, exp, expm1, log, log1p
 from ..ops.reduction import Prod, Sum
-from ..ops.shape import ShapeDim
-from ..ops.stable import LogSumExp
+from ..ops.shape import ShapeDim, stack
+from ..ops.stable import LogAddExp, LogSumExp
 from .engine import Kind, Phase, rewrite
-from .patterns import add_terms, constant_value, entrywise_operand, fits, is_constant, is_negation, negate, owner
+from .patterns import (
+    add_terms,
+    constant_value,
+    entrywise_operand,
+    fits,
+    is_constant,
+    is_negation,
+    negate,
+    owner,
+    signed_terms,
+)
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -64,20 +75,70 @@ def logsumexp_from_naive(node):
 def logsumexp_with_weights_from_log(node):
     """logsumexp(log(w) + x, axis) → logsumexp(x, axis, b=w): the gradient w.r.t. a zero weight stays finite.
 
+    x is the sum of the other addends (`log(w) - c + x` too), 0 where log(w) stands alone.
     A negative w is outside log's domain: its weight is NaN, so the result stays NaN as written
     (a weighted logsumexp would take it as a negative term)."""
     op = node.op
     if not op.plain:
         return None
-    total = owner(node.inputs[0], Add)
-    if total is None:
+    split = _log_weight_and_rest(node.inputs[0])
+    if split is None:
         return None
-    for term, x in (total.inputs, total.inputs[::-1]):
-        w = entrywise_operand(term, Log)
-        if w is not None and w.ndim <= x.ndim:
-            b = where(less(w, 0), np.nan, w)
-            return fits(stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=b), node)
+    w, x = split
+    return fits(stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=_weight(w)), node)
+
+
+@rewrite(_S, _REC, LogAddExp)
+def logsumexp_with_weights_from_logaddexp_of_logs(node):
+    """logaddexp(log(w₁) + x₁, log1p(-p) + x₂, ...) → logsumexp over the terms with weights w
+    (`log1p(y)` is the weight 1 + y): the two-component mixture `log(p·e^a + (1-p)·e^b)` in log
+    space, whose gradient w.r.t. p is finite at p = 0 and 1.  Fires only when some term has a weight."""
+    splits = [_log_weight_and_rest(t, log1p_too=True) for t in node.inputs]
+    if all(s is None for s in splits):
+        return None
+    xs, ws = [], []
+    for term, split in zip(node.inputs, splits):
+        w, x = split if split is not None else (None, term)
+        xs.append(x)
+        ws.append(_weight(w) if w is not None else ones_like(x))
+    return fits(_weighted_logsumexp_of_terms(xs, ws), node)
+
+
+def _weighted_logsumexp_of_terms(xs: list[Variable], ws: list[Variable]) -> Variable:
+    """log(Σ wᵢ · exp(xᵢ)) over terms of broadcast-compatible shapes, as one weighted logsumexp."""
+    vs = xs + ws
+    if len({v.type.shape for v in vs}) > 1 or None in vs[0].type.shape:
+        # broadcast by adding zeros of every operand's shape: the extents stay traceable to the operands
+        zero = zeros_like(vs[0])
+        for v in vs[1:]:
+            zero = zero + zeros_like(v)
+        vs = [v + zero for v in vs]
+    count = len(xs)
+    return stable.logsumexp(stack(vs[:count]), axis=0, b=stack(vs[count:]))
+
+
+def _log_weight_and_rest(v: Variable, log1p_too: bool = False) -> tuple[Variable, Variable] | None:
+    """(w, rest) where v is log(w) + rest (rest 0 when absent); with `log1p_too`, w = 1 + y for log1p(y)."""
+    terms = signed_terms(v)
+    for i, t in enumerate(terms):
+        w = entrywise_operand(t, Log)
+        if w is None and log1p_too:
+            y = entrywise_operand(t, Log1p)
+            w = 1 + y if y is not None else None
+        if w is None:
+            continue
+        rest = terms[:i] + terms[i + 1 :]
+        x = rest[0] if rest else zeros_like(w)
+        for r in rest[1:]:
+            x = x + r
+        if w.ndim <= x.ndim or not rest:
+            return w, x
     return None
+
+
+def _weight(w: Variable) -> Variable:
+    """log(w)'s weight for a weighted logsumexp: NaN where log(w) is NaN (w < 0)."""
+    return where(less(w, 0), np.nan, w)
 
 
 @rewrite(_S, _REC, Log)
@@ -155,6 +216,17 @@ def log_softmax_from_log_of_softmax(node):
     return _same_reduction_as(node, stable.Softmax, stable.LogSoftmax)
 
 
+@rewrite(_S, _REC, stable.LogSoftmax)
+def normalised_log_weights_from_log_softmax_of_log(node):
+    """log_softmax(log(w), axis) → log(w) - logsumexp(log(w), axis), whose logsumexp goes on to
+    the weights rule: mixture weights normalised in log space keep a finite gradient at w = 0."""
+    op = node.op
+    w = entrywise_operand(node.inputs[0], Log)
+    if w is None or op.masked:
+        return None
+    return fits(node.inputs[0] - stable.logsumexp(node.inputs[0], axis=op.axes, keepdims=True), node)
+
+
 @rewrite(_S, _REC, Subtract)
 def log_softmax_from_logsumexp(node):
     """x - logsumexp(x, axis, keepdims=True) → log_softmax(x, axis)."""
@@ -217,7 +289,9 @@ def logaddexp_from_naive(node):
     """log(exp(a) + exp(b) + ...) → logaddexp(a, b, ...).
 
     A term `sum(exp(x))` joins as logsumexp(x), and a positive constant c as log(c), so
-    the "guarded" `log(sum(exp(x)) + 1e-10)` users write is repaired too.
+    the "guarded" `log(sum(exp(x)) + 1e-10)` users write is repaired too.  Terms `w · exp(x)`
+    make it a logsumexp over the terms with weights w (signed, as written: a negative total
+    is NaN), so `log(p·exp(a) + (1 - p)·exp(b))` has a finite gradient at p = 0.
     """
     terms = add_terms(node.inputs[0])
     if len(terms) < 2:
@@ -225,24 +299,35 @@ def logaddexp_from_naive(node):
     arguments = [_log_of_term(t) for t in terms]
     if any(a is None for a in arguments) or all(constant_value(t) is not None for t in terms):
         return None
-    result = arguments[0]
-    for x in arguments[1:]:
+    pairs = cast(list[tuple[Variable, Variable | None]], arguments)
+    if any(w is not None for _, w in pairs):
+        ws = [ones_like(x) if w is None else w for x, w in pairs]
+        return fits(_weighted_logsumexp_of_terms([x for x, _ in pairs], ws), node)
+    result = pairs[0][0]
+    for x, _ in pairs[1:]:
         result = stable.logaddexp(result, x)
     return fits(result, node)
 
 
-def _log_of_term(t: Variable) -> Variable | None:
-    """log(t), stably, for a term of a sum inside a log: exp(x), sum(exp(x)) or a positive constant."""
+def _log_of_term(t: Variable) -> tuple[Variable, Variable | None] | None:
+    """(log(t), None) stably for a term of a sum inside a log: exp(x), sum(exp(x)) or a positive
+    constant; (x, w) for a weighted exponential w · exp(x)."""
     x = _exp_argument(t)
     if x is not None:
-        return x
+        return x, None
     total = owner(t, Sum)
     if total is not None:
         x, op = _exp_argument(total.inputs[0]), cast(Sum, total.op)
-        return stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims) if x is not None else None
+        return (stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims), None) if x is not None else None
+    product = owner(t, Multiply)
+    if product is not None:
+        for w, term in (product.inputs, product.inputs[::-1]):
+            x = _exp_argument(term)
+            if x is not None and _exp_argument(w) is None:  # exp(a) * exp(b) is exp_of_sum's
+                return x, w
     value = constant_value(t)
     if value is not None and value > 0:
-        return log(t)
+        return log(t), None
     return None
 
 
@@ -503,10 +588,12 @@ def _plain_keepdims_logsumexp(node) -> bool:
 RULES = (
     logsumexp_from_naive,
     logsumexp_with_weights_from_log,
+    logsumexp_with_weights_from_logaddexp_of_logs,
     log_of_sum_over_count,
     softmax_from_naive,
     log_softmax_from_log_of_softmax,
     log_softmax_from_logsumexp,
+    normalised_log_weights_from_log_softmax_of_log,
     softmax_from_exp_log_softmax,
     softmax_cross_entropy_from_naive,
     exp_of_sum_from_product_of_exps,
