@@ -88,7 +88,22 @@ PIECES = [
     Piece("log(mean(exp(x)))", lambda x, c: sg.log(sg.mean(sg.exp(x), axis=-1, keepdims=True))),
     Piece("exp(x) * exp(c)", lambda x, c: sg.exp(x) * sg.exp(c(0.5))),
     Piece("exp(c) / exp(x)", lambda x, c: sg.exp(c(0.5)) / sg.exp(x)),
+    Piece("where(x > c, log(x), c)", lambda x, c: sg.where(x > c(0.0), sg.log(x), c(0.0))),
+    Piece("where(x <= c, c, sqrt(x))", lambda x, c: sg.where(x <= c(0.0), c(0.0), sg.sqrt(x))),
+    Piece("log(softmax(x)[::-1])", lambda x, c: sg.log(sg.softmax(x, axis=-1)[..., ::-1])),
+    Piece("log(sigmoid(x)[..., None])[..., 0]", lambda x, c: sg.log(sg.sigmoid(x)[..., None])[..., 0]),
+    Piece("x * exp(x)", lambda x, c: x * sg.exp(x)),
+    Piece("log(c * exp(x) + (1 - c) * exp(-x))", lambda x, c: sg.log(c(0.25) * sg.exp(x) + (1 - c(0.25)) * sg.exp(-x))),
+    Piece(
+        "logaddexp(log(c) + x, log1p(-c) - x)", lambda x, c: sg.logaddexp(sg.log(c(0.25)) + x, sg.log1p(-c(0.25)) - x)
+    ),
+    Piece(
+        "logsumexp(log_softmax(log(c + x*x)) + x)",
+        lambda x, c: sg.logsumexp(sg.log_softmax(sg.log(c(0.0) + x * x)) + x, axis=-1, keepdims=True),
+    ),
     # near misses: one constant changed, so no rule may fire
+    Piece("(x + c) * exp(x)", lambda x, c: (x + c(1.0)) * sg.exp(x)),
+    Piece("log(c * exp(x) - exp(-x))", lambda x, c: sg.log(c(2.0) * sg.exp(x) - sg.exp(-x))),
     Piece("log(c2 + exp(x))", lambda x, c: sg.log(c(2.0) + sg.exp(x))),
     Piece("exp(x) - c2", lambda x, c: sg.exp(x) - c(2.0)),
     Piece("c / (c2 + exp(-x))", lambda x, c: c(1.0) / (c(2.0) + sg.exp(-x))),

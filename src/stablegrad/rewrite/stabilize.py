@@ -17,7 +17,7 @@ import numpy as np
 from ..graph.basic import Variable
 from ..ops import stable
 from ..ops.creation import ones_like, zeros_like
-from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, less, where
+from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, equal, isnan, where
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p, exp, expm1, log, log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.shape import ShapeDim, stack
@@ -85,7 +85,7 @@ def logsumexp_with_weights_from_log(node):
     if split is None:
         return None
     w, x = split
-    return fits(stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=_weight(w)), node)
+    return fits(stable.logsumexp(x, axis=op.axes, keepdims=op.keepdims, b=_weight(w, x)), node)
 
 
 @rewrite(_S, _REC, LogAddExp)
@@ -100,7 +100,7 @@ def logsumexp_with_weights_from_logaddexp_of_logs(node):
     for term, split in zip(node.inputs, splits):
         w, x = split if split is not None else (None, term)
         xs.append(x)
-        ws.append(_weight(w) if w is not None else ones_like(x))
+        ws.append(_weight(w, x) if w is not None else ones_like(x))
     return fits(_weighted_logsumexp_of_terms(xs, ws), node)
 
 
@@ -136,9 +136,11 @@ def _log_weight_and_rest(v: Variable, log1p_too: bool = False) -> tuple[Variable
     return None
 
 
-def _weight(w: Variable) -> Variable:
-    """log(w)'s weight for a weighted logsumexp: NaN where log(w) is NaN (w < 0)."""
-    return where(less(w, 0), np.nan, w)
+def _weight(w: Variable, x: Variable) -> Variable:
+    """log(w) + x's weight w for a weighted logsumexp, NaN where log(w) + x is NaN: a negative w
+    (outside log's domain), or a zero weight next to x = NaN or +inf, which the weighted form
+    would drop as a zero term."""
+    return where(isnan(log(w) + x), np.nan, w)
 
 
 @rewrite(_S, _REC, Log)
@@ -224,7 +226,10 @@ def normalised_log_weights_from_log_softmax_of_log(node):
     w = entrywise_operand(node.inputs[0], Log)
     if w is None or op.masked:
         return None
-    return fits(node.inputs[0] - stable.logsumexp(node.inputs[0], axis=op.axes, keepdims=True), node)
+    total = stable.logsumexp(node.inputs[0], axis=op.axes, keepdims=True)
+    # with no weight at all, log_softmax is -inf - -inf = NaN; the difference must not be -inf - (-inf)'s
+    # stand-in +inf, which a weighted logsumexp would read as a finite term of weight 0
+    return fits(node.inputs[0] - where(equal(total, -np.inf), np.nan, total), node)
 
 
 @rewrite(_S, _REC, Subtract)
