@@ -21,6 +21,7 @@ from stablegrad.backends.numpy_program import UFUNCS, implementation
 from stablegrad.graph.basic import READS_OUTPUTS, Apply, Constant, Op, Variable, toposort
 from stablegrad.ops.base import Elementwise
 from stablegrad.ops.composite import OpFromGraph, SymbolicOp, inline
+from stablegrad.ops.gradient_mask import masked_gradient
 from stablegrad.ops.math import Exp, SechSquared, erfcx
 from stablegrad.ops.stable.logerfc import log_erfc
 
@@ -169,7 +170,7 @@ def _representative_graphs():
         stable.softmax_cross_entropy(a, stable.softmax(a * 2.0)), stable.logaddexp(a, b), stable.exp_of_sum(a, -b),
         stable.log1mexp(-a), stable.logdiffexp(a + 1.0, a), stable.sigmoid(a), stable.log_sigmoid(a),
         stable.softplus(a), stable.logit(a), stable.xlogy(a, b), stable.xlog1py(a, b),
-        log_erfc(a),
+        log_erfc(a), stable.xexpx(a - 1.0), masked_gradient(a, a > 0.3),
     ]  # fmt: skip
     return leaves, values, outputs
 

@@ -218,20 +218,6 @@ def log_softmax_from_log_of_softmax(node):
     return _same_reduction_as(node, stable.Softmax, stable.LogSoftmax)
 
 
-@rewrite(_S, _REC, stable.LogSoftmax)
-def normalised_log_weights_from_log_softmax_of_log(node):
-    """log_softmax(log(w), axis) → log(w) - logsumexp(log(w), axis), whose logsumexp goes on to
-    the weights rule: mixture weights normalised in log space keep a finite gradient at w = 0."""
-    op = node.op
-    w = entrywise_operand(node.inputs[0], Log)
-    if w is None or op.masked:
-        return None
-    total = stable.logsumexp(node.inputs[0], axis=op.axes, keepdims=True)
-    # with no weight at all, log_softmax is -inf - -inf = NaN; the difference must not be -inf - (-inf)'s
-    # stand-in +inf, which a weighted logsumexp would read as a finite term of weight 0
-    return fits(node.inputs[0] - where(equal(total, -np.inf), np.nan, total), node)
-
-
 @rewrite(_S, _REC, Subtract)
 def log_softmax_from_logsumexp(node):
     """x - logsumexp(x, axis, keepdims=True) → log_softmax(x, axis)."""
@@ -598,7 +584,6 @@ RULES = (
     softmax_from_naive,
     log_softmax_from_log_of_softmax,
     log_softmax_from_logsumexp,
-    normalised_log_weights_from_log_softmax_of_log,
     softmax_from_exp_log_softmax,
     softmax_cross_entropy_from_naive,
     exp_of_sum_from_product_of_exps,
