@@ -17,7 +17,7 @@ import numpy as np
 from ..graph.basic import Variable
 from ..ops import stable
 from ..ops.creation import ones_like, zeros_like
-from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, equal, isnan, where
+from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, isnan, where
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p, exp, expm1, log, log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.shape import ShapeDim, stack
