@@ -92,10 +92,12 @@ PIECES = [
     Piece("where(x <= c, c, sqrt(x))", lambda x, c: sg.where(x <= c(0.0), c(0.0), sg.sqrt(x))),
     Piece("log(softmax(x)[::-1])", lambda x, c: sg.log(sg.softmax(x, axis=-1)[..., ::-1])),
     Piece("log(sigmoid(x)[..., None])[..., 0]", lambda x, c: sg.log(sg.sigmoid(x)[..., None])[..., 0]),
-    Piece("x * exp(x)", lambda x, c: x * sg.exp(x)),
     Piece(
         "logaddexp(log(c) + x, log1p(-c) - x)", lambda x, c: sg.logaddexp(sg.log(c(0.25)) + x, sg.log1p(-c(0.25)) - x)
     ),
+    # (not here: `x * exp(x)` and `x * log(y)`, whose rules take the limit 0 of -inf · 0 by design,
+    # like scipy's xlogy; the domain rule (d) would count that NaN → 0 as a change of domain.
+    # tests/ops/stable/test_xlogy.py holds them to their definition instead.)
     # near misses: one constant changed, so no rule may fire
     Piece("(x + c) * exp(x)", lambda x, c: (x + c(1.0)) * sg.exp(x)),
     Piece("log(c * exp(x) - exp(-x))", lambda x, c: sg.log(c(2.0) * sg.exp(x) - sg.exp(-x))),

@@ -418,3 +418,13 @@ def test_a_logaddexp_without_log_weights_is_left_alone():
     a, b = sg.vector("a"), sg.vector("b")
     f = sg.function([a, b], sg.logaddexp(a + 1.0, sg.exp(b)))
     assert "logsumexp_with_weights_from_logaddexp_of_logs" not in f.explain()
+
+
+def test_a_zero_weighted_exponential_of_nan_or_infinity_stays_nan_as_written():
+    a, b = sg.vector("a"), sg.vector("b")
+    f = sg.function([a, b], sg.log(0.0 * sg.exp(a) + sg.exp(b)))
+    assert "logaddexp_from_naive" in f.explain()
+    with np.errstate(invalid="ignore"):
+        value = f(np.array([np.nan, np.inf, 1.0]), np.zeros(3))
+    assert np.isnan(value[0]) and np.isnan(value[1])  # 0 · NaN and 0 · inf, as written
+    assert value[2] == 0.0

@@ -14,10 +14,25 @@ from typing import cast
 
 import numpy as np
 
-from ..graph.basic import Variable
+from ..graph.basic import Constant, Variable
 from ..ops import stable
 from ..ops.creation import ones_like, zeros_like
-from ..ops.elementwise import Add, Cast, Divide, Multiply, Negative, Subtract, Where, isnan, where
+from ..ops.elementwise import (
+    Add,
+    Cast,
+    Divide,
+    Multiply,
+    Negative,
+    Subtract,
+    Where,
+    equal,
+    greater,
+    isnan,
+    logical_and,
+    logical_not,
+    logical_or,
+    where,
+)
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p, exp, expm1, log, log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.shape import ShapeDim, stack
@@ -115,6 +130,23 @@ def _weighted_logsumexp_of_terms(xs: list[Variable], ws: list[Variable]) -> Vari
         vs = [v + zero for v in vs]
     count = len(xs)
     return stable.logsumexp(stack(vs[:count]), axis=0, b=stack(vs[count:]))
+
+
+def _undefined_term(x: Variable, w: Variable) -> Variable:
+    """Where w·exp(x) makes the written sum NaN and the weighted logsumexp would not: x NaN or +inf
+    against a weight that is not positive (0·NaN, 0·inf, and -inf, which is NaN in a sum's log
+    with or without a +inf beside it).  The weighted form drops a term of weight 0 and shares a
+    +inf total among the weights at +inf, so `-0.25·exp(inf) + exp(inf)` would be +inf.  (A NaN
+    weight, and ±inf·exp(-inf), are NaN in the weighted form as they are written.)"""
+    return logical_and(logical_or(isnan(x), equal(x, np.inf)), logical_not(greater(w, 0)))
+
+
+def _signed_weight(w: Variable, x: Variable) -> Variable:
+    """w as the weight of the term w·exp(x) of a weighted logsumexp: signed, as written (a negative
+    total is NaN in the weighted form, as the log of it is), and NaN where the term is undefined."""
+    if isinstance(w, Constant) and bool(np.all(w.data > 0)):
+        return w  # a positive weight is NaN nowhere, and a NaN or +inf x is NaN or +inf in both forms
+    return where(_undefined_term(x, w), np.nan, w)
 
 
 def _log_weight_and_rest(v: Variable, log1p_too: bool = False) -> tuple[Variable, Variable] | None:
@@ -292,7 +324,7 @@ def logaddexp_from_naive(node):
         return None
     pairs = cast(list[tuple[Variable, Variable | None]], arguments)
     if any(w is not None for _, w in pairs):
-        ws = [ones_like(x) if w is None else w for x, w in pairs]
+        ws = [ones_like(x) if w is None else _signed_weight(w, x) for x, w in pairs]
         return fits(_weighted_logsumexp_of_terms([x for x, _ in pairs], ws), node)
     result = pairs[0][0]
     for x, _ in pairs[1:]:
