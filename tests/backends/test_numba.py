@@ -198,3 +198,10 @@ def test_exp32_is_within_two_float32_ulps_across_its_range():
     out = np.empty(3, dtype=np.float32)
     apply(special, out)
     assert out[0] == np.inf and out[1] == 0.0 and np.isnan(out[2])
+
+
+def test_a_read_only_input_to_a_short_row_logsumexp():
+    x = sg.vector("x")
+    values = np.zeros(3)
+    values.setflags(write=False)  # as a caller's constant or a broadcast view arrives
+    np.testing.assert_allclose(sg.function([x], sg.logsumexp(x), backend="numba")(values), np.log(3.0), rtol=1e-15)

@@ -116,7 +116,9 @@ class _RowKernels:
         out = np.empty(rows.shape[0], dtype=x.dtype)
         self._start()
         if rows.shape[1] <= k.SHORT_ROW:
-            self.short(rows, out, out, rows, False)  # (scale and softmax unused)
+            # (scale and softmax are unused; softmax gets a writable stand-in, since the rows may be a
+            # read-only constant and the kernel's typing includes the branch that writes it)
+            self.short(rows, out, out, np.empty((1, rows.shape[1]), dtype=x.dtype), False)
         else:
             self.lse(rows, out)
         return out.reshape(x.shape[:-1] + ((1,) if keepdims else ()))
