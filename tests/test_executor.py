@@ -171,6 +171,7 @@ def _representative_graphs():
         stable.log1mexp(-a), stable.logdiffexp(a + 1.0, a), stable.sigmoid(a), stable.log_sigmoid(a),
         stable.softplus(a), stable.logit(a), stable.xlogy(a, b), stable.xlog1py(a, b),
         log_erfc(a), stable.xexpx(a - 1.0), masked_gradient(a, a > 0.3),
+        stable.log_ndtr(a), stable.log_cosh(a), stable.log_sigmoid_difference(a + 1.0, a),
     ]  # fmt: skip
     return leaves, values, outputs
 

@@ -131,6 +131,7 @@ from .ops.stable import (
     log1pexp,
     log_erfc,
     log_expit,
+    log_ndtr,
     log_sigmoid,
     log_softmax,
     logaddexp,

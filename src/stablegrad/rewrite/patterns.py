@@ -23,7 +23,11 @@ ENTRYWISE_STABLE = (
     stable.XLogY,
     stable.XLog1PY,
     stable.LogErfc,
+    stable.LogNdtr,
+    stable.LogCosh,
+    stable.LogSigmoidDifference,
     stable.ExpOfSum,
+    stable.XExpX,
 )
 #: ops that only move, drop or repeat entries: an entrywise op of one operand commutes with them
 LAYOUT = (Index, Transpose, ExpandDims, Squeeze, Reshape, BroadcastTo)

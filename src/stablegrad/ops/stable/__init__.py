@@ -2,8 +2,11 @@
 
 from .exp_of_sum import ExpOfSum, exp_of_sum
 from .logaddexp import Log1mExp, LogAddExp, LogDiffExp, log1mexp, logaddexp, logdiffexp
+from .logcosh import LogCosh, log_cosh
 from .logerfc import LogErfc, log_erfc
+from .logndtr import LogNdtr, log_ndtr
 from .logsumexp import LogCumSumExp, LogMeanExp, LogSumExp, logcumsumexp, logmeanexp, logsumexp
+from .sigmoid_difference import LogSigmoidDifference, log_sigmoid_difference
 from .softmax import LogSoftmax, Softmax, SoftmaxCrossEntropy, log_softmax, softmax, softmax_cross_entropy
 from .softplus import (
     Logit,
@@ -31,6 +34,9 @@ __all__ = [
     "LogSoftmax",
     "LogSumExp",
     "LogErfc",
+    "LogCosh",
+    "LogNdtr",
+    "LogSigmoidDifference",
     "Logit",
     "Sigmoid",
     "Softmax",
@@ -43,9 +49,12 @@ __all__ = [
     "expit",
     "log1mexp",
     "log1pexp",
+    "log_cosh",
     "log_erfc",
+    "log_ndtr",
     "log_expit",
     "log_sigmoid",
+    "log_sigmoid_difference",
     "log_softmax",
     "logaddexp",
     "logcumsumexp",
