@@ -16,7 +16,7 @@ import numpy as np
 import scipy.special as sps
 
 from ..graph.basic import ALL, READS_OUTPUTS, Constant, Reads
-from .base import Elementwise, as_operands
+from .base import Elementwise, as_operands, astype
 from .elementwise import equal, square, where
 
 _LN2 = _pymath.log(2.0)
@@ -283,7 +283,10 @@ def _erfcx_derivative_far(x):
     """erfcx'(x) for x >= 8 from erfcx(x) ~ (1/(x√π))·Σ (-1)^k (2k-1)!!/(2x²)^k, by Horner in u = 1/(2x²).
 
     u takes (1/x)², not 1/x²: x² would overflow past 1e154, where the derivative is still ~1e-309.
+    A float16 x is taken in float32: the series' coefficients reach 39!! ≈ 3e23.
     """
+    if x.dtype == np.float16:
+        x = astype(x, np.float32)
     u = square(1.0 / x) * 0.5
     total = _ERFCX_SERIES[-1]
     for c in reversed(_ERFCX_SERIES[:-1]):
