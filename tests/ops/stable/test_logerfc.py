@@ -97,7 +97,9 @@ def test_gradient_at_the_points_of_the_issue(dtype):
     # in float32 the derivative underflows below -10.1 (and is subnormal from -9.4): 0 is its rounding there
     points = np.array([-26.5, -27.0, -30.0, -5.0, 0.0, 5.0, 30.0, 1e5], dtype=dtype)
     x = sg.vector("x", dtype=dtype)
-    grad = sg.function([x], sg.grad(sg.sum(sg.log_erfc(x)), x))(points)
+    # on NumPy: these gradients are subnormal or next to it, which XLA flushes to 0 (the other
+    # backends are held to the same ulps away from that range in test_gradient_on_other_backends)
+    grad = sg.function([x], sg.grad(sg.sum(sg.log_erfc(x)), x), backend="numpy")(points)
     expected = np.array([_mp_slope(float(p)) for p in points]).astype(dtype)  # rounded to the dtype
     assert grad.dtype == np.dtype(dtype)
     assert np.all(_ulps(grad, expected, dtype) <= 2), (grad, expected)
@@ -110,7 +112,7 @@ def test_gradient_keeps_its_digits_where_x_squared_is_not_a_float(dtype, low):
     # exp(-x²) written out carries x²'s rounding: 255 ulps at x = -24.06, 33 (float32) at -8.6
     points = np.random.default_rng(5).uniform(low, -1.0, 200).astype(dtype)
     x = sg.vector("x", dtype=dtype)
-    grad = sg.function([x], sg.grad(sg.sum(sg.log_erfc(x)), x))(points)
+    grad = sg.function([x], sg.grad(sg.sum(sg.log_erfc(x)), x), backend="numpy")(points)  # (as above)
     ulps = _ulps(grad, [_mp_slope(float(p)) for p in points], dtype)
     assert ulps.max() <= 4, (points[ulps.argmax()], ulps.max())
 
