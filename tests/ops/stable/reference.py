@@ -41,6 +41,13 @@ def mlog1p(x):
     return _log1p(x)
 
 
+def ulps_off(got, expected, dtype) -> np.ndarray:
+    """|got - expected| in ulps of `dtype` at expected (at its smallest normal below that)."""
+    info = np.finfo(dtype)
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    return np.abs(got - expected) / np.maximum(np.abs(expected), float(info.tiny)) / float(info.eps)
+
+
 def to_float(a, dtype=np.float64) -> np.ndarray:
     a = np.asarray(a, dtype=object)
     return np.array([float(v) for v in a.ravel()], dtype=np.float64).reshape(a.shape).astype(dtype)
