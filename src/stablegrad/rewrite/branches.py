@@ -46,24 +46,25 @@ def _mask_leaves(branch: Variable, mask: Variable, kept: bool, extents: Extents)
     """The branch rebuilt with each float leaf read through masked_gradient; itself if none needed it."""
     if not _entrywise(branch):
         return branch
-    replaced = {
-        leaf.id: _masked(leaf, mask, kept, extents) for leaf in _leaves(branch) if not _masked_by(leaf, mask, kept)
-    }
-    return _rebuild(branch, replaced) if replaced else branch
+    leaves, region = _walk(branch)
+    replaced = {leaf.id: _masked(leaf, mask, kept, extents) for leaf in leaves if not _masked_by(leaf, mask, kept)}
+    return _rebuild(branch, replaced, region) if replaced else branch
 
 
 def _entrywise(v: Variable) -> bool:
     return v.owner is not None and is_entrywise(v.owner.op)
 
 
-def _leaves(branch: Variable) -> list[Variable]:
-    """The float variables the branch is computed from by entrywise ops (not constants).
+def _walk(branch: Variable) -> tuple[list[Variable], set[int]]:
+    """The float variables the branch is computed from by entrywise ops (not constants), and the
+    ids of the entrywise nodes' outputs walked through to reach them.
 
     The walk follows at most REACH ops: a where deep in a long chain would otherwise walk the
     whole chain (quadratic in graph length); beyond it the frontier is masked instead.
     """
     found: dict[int, Variable] = {}
     seen: set[int] = set()
+    region: set[int] = set()
     stack = [branch]
     while stack:
         v = stack.pop()
@@ -71,10 +72,11 @@ def _leaves(branch: Variable) -> list[Variable]:
             continue
         seen.add(v.id)
         if _entrywise(v) and len(seen) <= REACH:
+            region.add(v.id)
             stack.extend(v.owner.inputs)  # type: ignore[union-attr]
         elif not isinstance(v, Constant) and v.type.is_float():
             found[v.id] = v
-    return list(found.values())
+    return list(found.values()), region
 
 
 def _masked_by(leaf: Variable, mask: Variable, kept: bool) -> bool:
@@ -107,18 +109,20 @@ def _cannot_widen(keep: Variable, x: Variable, extents: Extents) -> bool:
     return broadcast_shapes(keep.type.shape, x.type.shape) is not None
 
 
-def _rebuild(branch: Variable, replaced: dict[int, Variable]) -> Variable:
-    """branch with the variables in `replaced` (by id) substituted, rebuilt bottom-up."""
+def _rebuild(branch: Variable, replaced: dict[int, Variable], region: set[int]) -> Variable:
+    """branch with the variables in `replaced` (by id) substituted, rebuilt bottom-up through `region`.
+
+    Not `graph.basic.substitute`: that walks everything below the branch that is not replaced
+    (a mask's whole graph, say), and this runs once per `where`; here only the walked region is.
+    """
     done: dict[int, Variable] = dict(replaced)
-    order: list[Variable] = []
     stack: list[tuple[Variable, bool]] = [(branch, False)]
     while stack:
         v, expanded = stack.pop()
         if v.id in done:
             continue
-        if expanded or not _entrywise(v):
-            if _entrywise(v):
-                order.append(v)
+        if expanded or v.id not in region:
+            if v.id in region:
                 done[v.id] = v.owner.op(*(done.get(u.id, u) for u in v.owner.inputs))  # type: ignore[union-attr]
             else:
                 done[v.id] = v
