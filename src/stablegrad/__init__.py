@@ -14,6 +14,7 @@ Build a graph with NumPy-named functions on symbolic inputs, differentiate it wi
 import sys as _sys
 
 from . import testing
+from ._version import __version__
 from .audit import AuditReport, audit
 from .autodiff import grad, hessian_vector_product, jacobian
 from .compile.function import Function, explain, function
@@ -148,8 +149,6 @@ from .ops.stable import (
     xlog1py,
     xlogy,
 )
-
-__version__ = "0.1.0"
 
 # the fix hints of NaN reports name `sg.` functions (backends.provenance), which sit below this namespace
 _hooks.public_api.provide(_sys.modules[__name__])

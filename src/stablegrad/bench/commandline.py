@@ -7,7 +7,8 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from .report import Progress, machine_facts, markdown
+from ..progress import Bar
+from .report import machine_facts, markdown
 from .runner import BASELINE, LIBRARIES, SYSTEMS, System, installed, run
 from .threads import single_threaded
 from .workloads import SIZES, WORKLOADS, cases
@@ -108,7 +109,7 @@ def command(
     ]
     with single_threaded() as thread_notes:  # before Numba and JAX load: the run imports them
         todo = cases(workloads, args.size)
-        progress = Progress(err, total=len(todo) * (len(chosen) + 1))
+        progress = Bar(total=len(todo) * (len(chosen) + 1), stream=err)  # on a terminal only
         try:
             rows = run(todo, chosen, rounds=args.rounds, batch_seconds=BATCH_SECONDS, progress=progress)
         finally:

@@ -1,4 +1,4 @@
-"""What the benchmark prints: the machine, the tables (Markdown, to paste into an issue), the progress lines."""
+"""What the benchmark prints: the machine and the tables (Markdown, to paste into an issue)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import os
 import platform
 import sys
 from collections.abc import Sequence
-from typing import TextIO
 
 import numpy as np
 
@@ -128,36 +127,3 @@ def markdown(
     if problems:
         parts += ["", "Not timed:", *problems]
     return "\n".join(parts) + "\n"
-
-
-class Progress:
-    """`[3/14] W1 1000x1000 f64 · sg numba (first call, check)` on stderr.
-
-    On a terminal each line replaces the one before; elsewhere (a log, CI, a pipe) each
-    is a plain line of its own.
-
-    >>> import io
-    >>> stream = io.StringIO()
-    >>> progress = Progress(stream, total=2)
-    >>> progress("W1 · hand NumPy")
-    >>> stream.getvalue()
-    '[1/2] W1 · hand NumPy\\n'
-    """
-
-    def __init__(self, stream: TextIO, total: int):
-        self.stream, self.total, self.done = stream, total, 0
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
-
-    def __call__(self, label: str) -> None:
-        self.done += 1
-        line = f"[{self.done}/{self.total}] {label}"
-        if self.tty:
-            self.stream.write("\r" + line[:79].ljust(79))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.tty and self.done:
-            self.stream.write("\r" + " " * 79 + "\r")
-            self.stream.flush()

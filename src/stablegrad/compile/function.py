@@ -14,8 +14,12 @@ from ..errors import InputError, format_location
 from ..graph import hooks
 from ..graph.basic import Constant, Variable, graph_inputs, paused_gc
 from ..graph.fgraph import FunctionGraph
+from ..progress import Stages
 from ..rewrite.engine import ChangeLog, Kind
 from ..rewrite.pipeline import optimize
+
+#: seconds of compiling after which a terminal shows what is going on (progress.Stages)
+SLOW = 2.0
 
 
 class Function:
@@ -69,10 +73,15 @@ class Function:
             raise InputError(f"function: threads= must be a positive int, got {threads!r}")
         if threads not in (None, 1) and not getattr(target, "threads", False):
             raise InputError(f"function: threads= needs backend='numba' (got backend={backend!r})")
-        optimized = optimize(outputs, self.inputs, recognition, self.changes, target.runs_whole)
-        self.graph = FunctionGraph(self.inputs, optimized)
-        advise = _advice_for(self) if check_finite else None
-        self._program = target.compile(self.graph, backends.Options(shard=shard, check_finite=advise, threads=threads))
+        with Stages(f"sg.function: compiling (backend={backend!r})", delay=SLOW) as stages:
+            stages.stage("recognition and rewrites")
+            optimized = optimize(outputs, self.inputs, recognition, self.changes, target.runs_whole)
+            self.graph = FunctionGraph(self.inputs, optimized)
+            advise = _advice_for(self) if check_finite else None
+            stages.stage("generating code")
+            options = backends.Options(shard=shard, check_finite=advise, threads=threads)
+            self._program = target.compile(self.graph, options)
+        self._called = False
 
     def explain(self, file=None) -> str:
         """Which rewrites fired, each with the user's source line, e.g.
@@ -91,7 +100,12 @@ class Function:
             names = ", ".join(_name(v, i) for i, v in enumerate(self.inputs))
             raise InputError(f"function: expected {len(self.inputs)} arguments ({names}), got {len(args)}")
         values = [_check_argument(i, v, a) for i, (v, a) in enumerate(zip(self.inputs, args))]
-        results = self._program.run(values)
+        if self._called:
+            results = self._program.run(values)
+        else:  # JAX and Numba compile for the arguments' types on the first call
+            with Stages(f"sg.function: first call (backend={self.backend!r} compiles for these arguments)", delay=SLOW):
+                results = self._program.run(values)
+            self._called = True
         results = [np.asarray(r) for r in results]
         return results[0] if self._single else results
 
