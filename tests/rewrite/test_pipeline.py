@@ -190,6 +190,16 @@ def test_explain_names_the_users_line_and_the_rewrite():
     assert sg.explain(y) == text
 
 
+def test_a_chain_of_rewrites_keeps_the_users_line_throughout():
+    x = sg.vector("x")
+    y = sg.sum(sg.log(1 + sg.exp(x)))
+    line = inspect.currentframe().f_lineno - 1
+    # log(1 + exp) → log1p(exp) → softplus: the middle node is built by a rule, far from the user's code
+    text = sg.function([x], [y, sg.grad(y, x)]).explain()
+    assert "[log1p_from_naive]" in text and "[softplus_from_log1p_exp]" in text
+    assert all(entry.startswith(f"test_pipeline.py:{line}  ") for entry in text.splitlines()), text
+
+
 def test_dprint_lists_every_node():
     x = sg.vector("x")
     text = sg.dprint(sg.log1p(sg.exp(x)) * 2.0)

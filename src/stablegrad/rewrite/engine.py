@@ -31,7 +31,7 @@ from typing import cast
 
 import numpy as np
 
-from ..errors import StableGradError, format_location
+from ..errors import StableGradError, attributed_to, format_location
 from ..graph.basic import Apply, Constant, Op, Variable
 from ..graph.printing import expression
 from ..ops.creation import LARGEST_CONSTANT
@@ -238,29 +238,31 @@ class Rebuilder:
             candidate = Apply(node.op, inputs, [o.type for o in node.outputs], node.location)
         else:
             candidate = Apply(node.op, inputs, node.op.infer(*inputs), node.location)
-        for rule in self._rules_for(type(node.op)):
-            replacement = rule.fn(candidate)
-            if replacement is None:
-                continue
-            replacements = [replacement] if isinstance(replacement, Variable) else list(replacement)
-            _check_types(rule, candidate, replacements)
-            conformed = [self.extents.conform(new, old) for new, old in zip(replacements, candidate.outputs)]
-            if any(c is None for c in conformed):
-                continue  # its extents could differ from the formula's at run time: the rule may not fire here
-            replacements = cast(list[Variable], conformed)
-            self._count(rule)
-            if self.log is not None:
-                self.log.record(rule, candidate, replacements)
-            # the replacement is rebuilt too, so rewrites chain; it stands for the candidate from now on
-            self._depth += 1
-            if self._depth > MAX_CHAIN:
-                raise RewriteCycleError(f"rewrite {rule.name!r} keeps producing graphs it rewrites again (a cycle)")
-            try:
-                result = tuple(self.canonical(r) for r in replacements)
-            finally:
-                self._depth -= 1
-            self._seen[key] = result
-            return result
+        # what a rule builds stands for the node it replaces: it keeps that node's source line
+        with attributed_to(candidate.location):
+            for rule in self._rules_for(type(node.op)):
+                replacement = rule.fn(candidate)
+                if replacement is None:
+                    continue
+                replacements = [replacement] if isinstance(replacement, Variable) else list(replacement)
+                _check_types(rule, candidate, replacements)
+                conformed = [self.extents.conform(new, old) for new, old in zip(replacements, candidate.outputs)]
+                if any(c is None for c in conformed):
+                    continue  # its extents could differ from the formula's at run time: the rule may not fire here
+                replacements = cast(list[Variable], conformed)
+                self._count(rule)
+                if self.log is not None:
+                    self.log.record(rule, candidate, replacements)
+                # the replacement is rebuilt too, so rewrites chain; it stands for the candidate from now on
+                self._depth += 1
+                if self._depth > MAX_CHAIN:
+                    raise RewriteCycleError(f"rewrite {rule.name!r} keeps producing graphs it rewrites again (a cycle)")
+                try:
+                    result = tuple(self.canonical(r) for r in replacements)
+                finally:
+                    self._depth -= 1
+                self._seen[key] = result
+                return result
         moved = self._through_layout(candidate)
         if moved is not None:
             self._seen[key] = moved
@@ -285,7 +287,9 @@ class Rebuilder:
         rewritten = self._apply(inner, [v])
         if rewritten[0] is inner.outputs[0]:
             return None
-        return (self.canonical(layout.op(rewritten[0], *layout.inputs[1:])),)
+        with attributed_to(layout.location):
+            moved = layout.op(rewritten[0], *layout.inputs[1:])
+        return (self.canonical(moved),)
 
     def _rules_for(self, op_class: type) -> list[Rewrite]:
         rules = self._by_root.get(op_class)
