@@ -1,13 +1,15 @@
 """The `stablegrad` command line.
 
     stablegrad demo                                   the showcase from the README
-    stablegrad audit model.py:loss --input x=float64[3,5] --input w=float64[5]
+    stablegrad audit model.py:loss --input x=float64[3,5] --input w=float64[5] [--html map.html]
     stablegrad bench --size small --workload W1,W3    time the backends against hand-written code
 
 `audit` prints the stability report and exits 0 when the model is stable, 1 when
 it is not (so it can guard a CI job), and 2 on bad input (an unknown module or
 function, inputs that do not match its parameters, an unsupported dtype), with a
-one-line message; `--debug` shows the traceback instead.
+one-line message; `--debug` shows the traceback instead.  `--html PATH` also writes the
+stability map (`AuditReport.to_html`): a heat map per output and gradient, the formulas as
+written next to them as recognised; `--svg PATH` writes the map alone.
 
 `bench` times value and gradient of three models on each installed backend and on the
 same formulas written by hand (NumPy, Numba, `jax.jit`), one thread each, and prints a
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from .audit import audit
 from .audit.loader import load_function, parse_input
@@ -29,6 +32,7 @@ from .bench.commandline import add_arguments as add_bench_arguments
 from .bench.commandline import command as bench
 from .demo import run_demo
 from .errors import StableGradError
+from .progress import Bar
 
 EXIT_STABLE, EXIT_UNSTABLE, EXIT_USAGE = 0, 1, 2
 
@@ -68,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         help="audit the formulas exactly as written (no recognition rewrites), as sg.function(..., recognition=False)",
     )
     audit_command.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit_command.add_argument(
+        "--html",
+        metavar="PATH",
+        help="also write the stability map, as written vs as recognised, as one self-contained page",
+    )
+    audit_command.add_argument("--svg", metavar="PATH", help="also write the stability map alone, as SVG")
     audit_command.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     audit_command.add_argument("--debug", action="store_true", help="show tracebacks")
     bench_command = commands.add_parser(
@@ -105,6 +115,14 @@ def _audit(args) -> int:
         )
         return EXIT_USAGE
     print(report.to_json() if args.json else report)
+    try:
+        if args.html:
+            report.to_html(args.html)
+        if args.svg:
+            Path(args.svg).write_text(report.to_svg(), encoding="utf-8")
+    except OSError as exc:
+        print(f"stablegrad audit: error: cannot write the map: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_STABLE if report.ok else EXIT_UNSTABLE
 
 
@@ -123,33 +141,23 @@ def _run_audit(args):
             raise AuditError("no float input to sweep: give at least one --input NAME=float64[...]")
         dtypes = check_dtypes(floats)
     fn = load_function(args.model)
-    progress = None if args.no_progress or not sys.stderr.isatty() else ProgressBar(sys.stderr)
+    progress = None if args.no_progress else _progress_bar(sys.stderr)
     return audit(fn, inputs, dtypes, recognition=not args.no_recognition, progress=progress)
 
 
-class ProgressBar:
-    """`[#######.....] 12/30 float64 x ≈ +1e3` on one line of a terminal, for sweeps longer than a moment."""
+def _progress_bar(stream):
+    """The audit's `progress(done, total, label)` drawn as a bar (its reruns start it afresh)."""
+    bar = Bar(total=1, stream=stream, delay=0.5)
 
-    def __init__(self, stream, width: int = 24, delay: float = 0.5):
-        self.stream = stream
-        self.width = width
-        self.started = time.perf_counter()
-        self.delay = delay
-        self.shown = False
-
-    def __call__(self, done: int, total: int, label: str) -> None:
+    def show(done: int, total: int, label: str) -> None:
+        if done == 0:
+            bar.started, bar.total = time.perf_counter(), total
         if done >= total:
-            if self.shown:
-                self.stream.write("\r" + " " * 79 + "\r")
-                self.stream.flush()
-            return
-        if time.perf_counter() - self.started < self.delay:
-            return
-        filled = self.width * done // max(total, 1)
-        line = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {label}"
-        self.stream.write("\r" + line[:79].ljust(79))
-        self.stream.flush()
-        self.shown = True
+            bar.close()
+        else:
+            bar.show(done, label)
+
+    return show
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,11 +93,24 @@ def audit(
     if progress is not None:
         progress(len(work), len(work), "done")
     report.approximated = sorted(reference.evaluator.approximated)
-    report.rewrites = [str(c) for c in plans[0].recognition_changes()]
+    # a rewrite made in the value graph and again in the gradient's is one line
+    report.rewrites = list(dict.fromkeys(str(c) for c in plans[0].recognition_changes()))
     for plan in plans:
         if plan.gradient_error:
             report.skipped.setdefault(f"{plan.dtype.name} gradient", plan.gradient_error)
     report.seconds = time.perf_counter() - started
+    report.rerun = functools.partial(
+        audit,
+        target,
+        inputs,
+        dtypes,
+        examples=examples,
+        recognition=not model.recognition,
+        tolerance=tolerance,
+        dps=dps,
+        provenance=provenance,
+        progress=progress,
+    )
     return report
 
 

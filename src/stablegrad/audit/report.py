@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from . import picture
 
 
 @dataclass
@@ -95,6 +99,9 @@ class AuditReport:
     #: what recognition rewrites (or would rewrite) in the model, one `explain` line each
     rewrites: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: runs the same audit with recognition the other way (set by `sg.audit`)
+    rerun: Callable[[], AuditReport] | None = field(default=None, repr=False, compare=False)
+    _other: AuditReport | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -122,6 +129,58 @@ class AuditReport:
                 text += f" (also: {shown})"
             lines.append(text)
         return lines
+
+    def as_written(self) -> AuditReport:
+        """This audit with the formulas as written (recognition off): this report, or the audit rerun."""
+        return self if not self.recognition else self._other_way()
+
+    def as_recognised(self) -> AuditReport:
+        """This audit with recognition on: this report, or the audit rerun."""
+        return self if self.recognition else self._other_way()
+
+    def _other_way(self) -> AuditReport:
+        if self._other is None:
+            if self.rerun is None:
+                raise ValueError("this report cannot rerun its audit: it was not made by sg.audit")
+            self._other = self.rerun()
+            self._other._other = self
+        return self._other
+
+    def _pair(self, compare: bool) -> tuple[AuditReport | None, AuditReport | None]:
+        """(as written, as recognised) for the map: both when recognition rewrites something."""
+        if compare and self.rewrites and (self.rerun is not None or self._other is not None):
+            return self.as_written(), self.as_recognised()
+        return (None, self) if self.recognition else (self, None)
+
+    def to_svg(self, compare: bool = True) -> str:
+        """The stability map as an SVG document: per output and gradient, a heat map of error.
+
+        With `compare` (and when recognition rewrites something in the model) the audit
+        runs once more with recognition the other way, so the map shows the formulas as
+        written next to them as recognised.  See `stablegrad.audit.picture`.
+        """
+        return picture.svg(*self._pair(compare))
+
+    def to_html(self, path: str | Path | None = None, compare: bool = True) -> str:
+        """One self-contained HTML page (no scripts, nothing fetched): the map, the formulas
+        that break with their source lines, and the rewrites recognition makes; written to
+        `path` when given.
+
+        >>> import stablegrad as sg
+        >>> def naive(x):
+        ...     return sg.log(sg.sum(sg.exp(x)))
+        >>> page = sg.audit(naive, {"x": "float64[3]"}, dtypes=["float64"]).to_html()
+        >>> "as written" in page and "logsumexp_from_naive" in page
+        True
+        """
+        page = picture.html(*self._pair(compare))
+        if path is not None:
+            Path(path).write_text(page, encoding="utf-8")
+        return page
+
+    def plot(self, compare: bool = True):
+        """The stability map as a matplotlib figure (needs the `plot` extra: matplotlib)."""
+        return picture.figure(*self._pair(compare))
 
     def to_dict(self) -> dict[str, Any]:
         return {
