@@ -17,7 +17,7 @@ from typing import cast, final
 
 import numpy as np
 
-from ..graph.basic import Constant, Op, Variable, ancestors, substitute, toposort
+from ..graph.basic import Apply, Constant, Op, Variable, substitute, toposort
 from ..graph.fgraph import FunctionGraph
 from ..graph.types import TensorType
 from ..ops.elementwise import Multiply
@@ -85,6 +85,7 @@ def fused(graph: FunctionGraph) -> list[Variable]:
         for node in nodes
         if isinstance(node.op, LogSumExp) and node.op.plain and over_rows(node.inputs[0], node.op.axes)
     }
+    computed_from = _sources(nodes, [forwards[x_id].outputs[0] for x_id in pullbacks if x_id in forwards])
     replacements: dict[int, Variable] = {}
     for x_id, (replaced, x, scale) in pullbacks.items():
         if scale is None:
@@ -92,13 +93,34 @@ def fused(graph: FunctionGraph) -> list[Variable]:
         forward = forwards.get(x_id)
         # (the forward joins unless the scale is computed from it: g = 2 · lse for a cost lse², or
         # with unknown extents a shape read from it)
-        if forward is not None and forward.outputs[0].id not in {v.id for v in ancestors([scale])}:
+        if forward is not None and not computed_from(scale, forward.outputs[0]):
             lse, grad = LogSumExpAndScaledSoftmax(cast(LogSumExp, forward.op).keepdims)(x, scale)
             replacements[forward.outputs[0].id] = lse
             replacements[replaced.id] = grad
         else:
             replacements[replaced.id] = ScaledSoftmax()(x, scale)
     return substitute(graph.outputs, replacements) if replacements else list(graph.outputs)
+
+
+def _sources(nodes: list[Apply], sources: list[Variable]):
+    """`computed_from(v, s)`: whether variable v is computed from source s (one of `sources`).
+
+    One pass over the nodes in order, each variable's sources as the bits of one integer:
+    a walk up from every scale would make a graph of n logsumexps cost n² (unrolled loops).
+    """
+    bit = {s.id: 1 << i for i, s in enumerate(sources)}
+    masks: dict[int, int] = {}
+    for node in nodes:
+        mask = 0
+        for v in node.inputs:
+            mask |= masks.get(v.id, 0)
+        for out in node.outputs:
+            masks[out.id] = mask | bit.get(out.id, 0)
+
+    def computed_from(v: Variable, source: Variable) -> bool:
+        return bool(masks.get(v.id, 0) & bit[source.id])
+
+    return computed_from
 
 
 def _row_factor(scale: Variable, x: Variable) -> bool:
