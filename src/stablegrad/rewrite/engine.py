@@ -241,6 +241,8 @@ class Rebuilder:
         # what a rule builds stands for the node it replaces: it keeps that node's source line
         with attributed_to(candidate.location):
             for rule in self._rules_for(type(node.op)):
+                if rule.kind is Kind.RECOGNITION and _complex(candidate):
+                    continue  # the stable primitives are real functions: a complex formula stays as written
                 replacement = rule.fn(candidate)
                 if replacement is None:
                     continue
@@ -306,6 +308,10 @@ class Rebuilder:
             raise RewriteCycleError(
                 f"rewrite {name!r} fired {times} times on a graph of {self._visited} nodes: the rewrites cycle"
             )
+
+
+def _complex(node: Apply) -> bool:
+    return any(v.dtype.kind == "c" for v in (*node.inputs, *node.outputs))
 
 
 def _check_types(rule: Rewrite, node: Apply, replacements: list[Variable]) -> None:

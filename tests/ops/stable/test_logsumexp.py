@@ -258,6 +258,25 @@ def test_logsumexp_where_masks_entries():
     np.testing.assert_array_equal(sign, [1.0, 1.0])
 
 
+@pytest.mark.parametrize("mask_dtype", ["float64", "float32", "int8"])
+def test_a_numeric_where_mask_is_cast_to_bool_as_jax_does(mask_dtype):
+    x = np.array([[1.0, 50.0, 2.0], [-3.0, 3.0, 7.0]])
+    as_bool = np.array([[True, False, True], [False, True, True]])
+    numeric = np.array([[1, 0, 2], [0, 1, -1]], dtype=mask_dtype)  # nonzero is True
+    for fn in (
+        lambda v, m: sg.logsumexp(v, axis=1, where=m),
+        lambda v, m: sg.softmax(v, axis=1, where=m),
+        lambda v, m: sg.log_softmax(v, axis=1, where=m),
+    ):
+        np.testing.assert_array_equal(run(fn, x, numeric), run(fn, x, as_bool))
+        np.testing.assert_array_equal(grad_of(fn, x, numeric)[0], grad_of(fn, x, as_bool)[0])
+
+
+def test_a_where_mask_of_strings_is_refused():
+    with pytest.raises(sg.DTypeError, match="where must be boolean or numeric"):
+        sg.logsumexp(sg.vector("x"), where=sg.constant(np.array(["a", "b"])))
+
+
 def test_logsumexp_nan_entry():
     x = np.array([1.0, np.nan, 2.0])
     assert np.isnan(run(sg.logsumexp, x))

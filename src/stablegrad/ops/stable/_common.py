@@ -47,11 +47,12 @@ def restore(out: Variable, dtype: np.dtype) -> Variable:
 
 
 def as_mask(op: str, where) -> Variable:
-    """The `where=` argument as a boolean tensor."""
+    """The `where=` argument as a boolean tensor: numbers cast as NumPy casts them to bool
+    (nonzero, NaN included, is True), as JAX accepts float 0/1 masks."""
     (mask,) = as_operands(where)
     if mask.dtype != np.bool_:
-        if mask.dtype.kind not in "biu":
-            raise DTypeError(f"{op}: where must be boolean, got {mask.type}")
+        if mask.dtype.kind not in "biufc":
+            raise DTypeError(f"{op}: where must be boolean or numeric, got {mask.type}")
         mask = astype(mask, np.bool_)
     return mask
 
