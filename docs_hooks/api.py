@@ -38,8 +38,9 @@ def public_names(package: types.ModuleType) -> list[str]:
 def entry(package: types.ModuleType, name: str, first: str) -> tuple[str, str]:
     """(the module that defines `name`, its Markdown); `first` is the name the object goes by."""
     obj = getattr(package, name)
-    if inspect.ismodule(obj):  # sg.testing: its docstring and the functions it defines, not those it imports
-        own = [
+    if inspect.ismodule(obj):
+        # sg.linalg gathers functions defined elsewhere and says so in __all__; sg.testing: what it defines itself
+        own = list(getattr(obj, "__all__", [])) or [
             n for n, v in vars(obj).items() if not n.startswith("_") and getattr(v, "__module__", "") == obj.__name__
         ]
         return obj.__name__, "\n\n".join([inspect.getdoc(obj) or "", *(f"::: {obj.__name__}.{n}" for n in own)])

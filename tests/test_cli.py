@@ -122,3 +122,11 @@ def test_cli_entry_point_audits_an_example():
     with open(EXAMPLE) as f:
         line = next(i for i, text in enumerate(f, 1) if "sg.log(sg.sum(sg.exp(" in text)
     assert f"naive_models.py:{line}: `log(sum(exp(" in result.stdout
+
+
+def test_cli_version_is_the_packages(capsys):
+    import stablegrad
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"stablegrad {stablegrad.__version__}"

@@ -246,11 +246,6 @@ def test_grad_with_an_unknown_disconnected_mode_is_an_error(x):
     assert_raises(GradientError, lambda: sg.grad(sg.sum(x), x, disconnected="ignore"), "grad:", "'ignore'")
 
 
-def test_jacobian_of_an_output_of_unknown_shape_is_an_error():
-    v = sg.vector("v")
-    assert_raises(GradientError, lambda: sg.jacobian(v * 2.0, v), "jacobian:", "statically")
-
-
 # -- calling a compiled function -------------------------------------------------------------------------
 @pytest.fixture
 def f(x):
@@ -284,6 +279,74 @@ def test_call_with_same_kind_arrays_casts_them(f):
     result = f(np.ones((3, 4), np.float32), np.ones(2, np.int8))
     assert result.dtype == np.float64
     assert float(result) == 14.0
+
+
+@pytest.mark.parametrize(
+    ("value", "fragments"),
+    [
+        ("abc", ["must be an array of float64", "str 'abc'"]),
+        (None, ["must be an array of float64", "NoneType"]),
+        ({}, ["must be an array of float64", "dict {}"]),
+        ([[1.0, 2.0], [3.0]], ["not an array NumPy can read", "inhomogeneous"]),
+    ],
+)
+def test_call_with_something_that_is_not_an_array_says_what_it_got(f, value, fragments):
+    assert_raises(InputError, lambda: f(value, np.ones(2, int)), "argument 0", "'x'", *fragments)
+
+
+def test_call_with_a_symbolic_tensor_says_it_takes_values(f, x):
+    assert_raises(InputError, lambda: f(x, np.ones(2, int)), "argument 0", "is a symbolic tensor", "takes values")
+
+
+def test_call_with_a_python_int_past_int64_converts_it_as_numpy_does():
+    s = sg.scalar("s")
+    assert float(sg.function([s], s * 2)(2**70)) == 2.0**71
+
+
+def test_inputs_not_given_as_a_list_say_so(x):
+    assert_raises(InputError, lambda: sg.function(x, sg.sum(x)), "function:", "must be a list", "write [x]")
+
+
+def test_eval_of_a_graph_with_inputs_names_them_not_function(x):
+    error = assert_raises(InputError, lambda: (x + 1).eval(), "eval:", "depends on x")
+    assert "function:" not in str(error)
+
+
+def test_a_misspelt_dtype_names_it():
+    assert_raises(DTypeError, lambda: sg.vector("y", dtype="flot64"), "tensor:", "'flot64'", "not a dtype")
+
+
+def test_grad_wrt_a_number_or_an_array_names_what_it_got(x):
+    assert_raises(GradientError, lambda: sg.grad(sg.sum(x), 2.0), "wrt[0]", "got float")
+    assert_raises(GradientError, lambda: sg.grad(sg.sum(x), np.ones(3)), "wrt[0]", "got ndarray")
+
+
+def test_float_or_math_of_a_tensor_says_it_has_no_value_yet(x):
+    import math
+
+    assert_raises(StableGradError, lambda: float(sg.sum(x)), "no value yet", ".eval()")
+    assert_raises(StableGradError, lambda: math.exp(sg.sum(x)), "no value yet", "sg. function")
+
+
+def test_call_by_input_name(f):
+    x, i = np.ones((3, 4)), np.array([1, 2])
+    assert float(f(x=x, i=i)) == float(f(x, i=i)) == float(f(x, i)) == 15.0
+    assert_raises(InputError, lambda: f(x, y=i), "function:", "no input is named 'y'", "'x', 'i'")
+    assert_raises(InputError, lambda: f(x, x=x), "'x'", "given twice")
+    assert_raises(InputError, lambda: f(i=i), "missing argument", "'x'")
+
+
+def test_call_by_a_name_two_inputs_share_is_refused():
+    a, b = sg.vector("v"), sg.vector("v")
+    g = sg.function([a, b], a + b)
+    assert_raises(InputError, lambda: g(v=np.ones(2)), "2 inputs are named 'v'", "by position")
+
+
+def test_call_with_python_scalars_lists_and_other_byte_orders_converts_them(f):
+    # (the common case, a native array of the right dtype and shape, takes a shortcut; these do not)
+    swapped = np.arange(12.0).reshape(3, 4).astype(">f8")
+    assert float(f(swapped, [1, 2])) == 66.0 + 3
+    assert float(f(swapped.tolist(), np.array([5]))) == 66.0 + 5
 
 
 def test_outputs_depending_on_an_unlisted_input_name_it(x):

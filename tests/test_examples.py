@@ -67,3 +67,45 @@ def test_softmax_regression_example_trains():
     assert np.isclose(losses[0], np.log(4), rtol=1e-14)  # zero weights: uniform over 4 classes
     assert losses[-1] < 0.25 * losses[0]
     assert result["accuracy"] > 0.9
+
+
+def test_gaussian_process_example_is_numpy_code_with_our_gradient(capsys):
+    gp = load("gaussian_process")
+    result = gp.main(n=25, steps=30, print_every=10)
+    assert "NumPy on arrays" in capsys.readouterr().out
+    assert result["trace"][-1] < result["trace"][0] - 10
+    np.testing.assert_allclose(result["value"], result["reference"], rtol=1e-12)
+    # the gradient at the fitted θ against central differences of the NumPy function on arrays
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(-3, 3, 25))
+    y = np.sin(2 * x) + 0.1 * rng.standard_normal(25)
+    theta = result["theta"] + np.array([0.3, -0.2, 0.4])
+    _, gradient = result["f"](theta, x, y)
+    h = 1e-6
+    numeric = [
+        (gp.negative_log_likelihood(theta + h * e, x, y) - gp.negative_log_likelihood(theta - h * e, x, y)) / (2 * h)
+        for e in np.eye(3)
+    ]
+    np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_probit_example_is_finite_where_the_naive_formula_is_not(capsys):
+    import scipy.special
+
+    probit = load("probit")
+    x, y = probit.data()
+    w = np.array([1.0, -1.0])
+    z = y * (x @ w)
+    assert z.min() < -100
+    with np.errstate(divide="ignore"):
+        assert np.isinf(np.sum(np.log(scipy.special.ndtr(z))))
+    value, gradient = probit.build()(w, x, y)
+    np.testing.assert_allclose(value, -np.sum(scipy.special.log_ndtr(z)), rtol=1e-13)
+    # d/dw = -Σ y x φ(z)/Φ(z), the ratio computed in logs with SciPy: exp(log φ(z) - log Φ(z))
+    # (exp of a difference of terms near z²/2 ≈ 8000: the reference itself carries ~1e-12)
+    ratio = np.exp(-0.5 * z**2 - 0.5 * np.log(2 * np.pi) - scipy.special.log_ndtr(z))
+    np.testing.assert_allclose(gradient, -(y * ratio) @ x, rtol=1e-10)
+    result = probit.main(steps=30, print_every=10)
+    assert "SciPy on arrays" in capsys.readouterr().out
+    assert result["trace"][-1] < 100 < result["trace"][0]
+    np.testing.assert_allclose(result["value"], result["reference"], rtol=1e-12)

@@ -137,6 +137,7 @@ def _representative_graphs():
     leaves, values = [a, b, m, v, i, labels, z], [av, bv, mv, vv, iv, labels_v, zv]
     p, q = sg.vector("p"), sg.vector("q")
     hypot = OpFromGraph([p, q], sg.sqrt(p * p + q * q))
+    spd = a @ sg.transpose(a) + 3.0 * sg.eye(3)
     outputs = [
         # arithmetic and selection
         a + b, a - b, a * b, a / b, a**b, a // b, a % b, -a, abs(a), sg.square(a),
@@ -159,6 +160,12 @@ def _representative_graphs():
         a[1], a[:, 1:3], a[i], a[i, 1:], a[a > 0.5], a.at[1].set(b), a.at[i].add(b), a.at[:, 0].set(0.0),
         # products
         a @ m, b @ m, sg.einsum("ij,jk->ik", a, m), sg.tensordot(a, m, axes=1), sg.outer(b, b),
+        # dense linear algebra, on a positive-definite matrix built from a
+        sg.linalg.cholesky(spd), sg.linalg.solve(spd, a), sg.linalg.solve_triangular(sg.linalg.cholesky(spd), a),
+        sg.linalg.inv(spd), sg.linalg.det(spd), sg.linalg.slogdet(spd)[1],
+        sg.ndtr(a), sg.ndtri(a), sg.betaln(a, b),
+        # running sums and sorting
+        sg.cumsum(a, axis=1), sg.cumprod(a, axis=0), sg.sort(a, axis=1), sg.argsort(a, axis=0),
         # creation
         sg.full((2, 3), a[0, 0]), sg.zeros_like(a[i]) + 1.0, sg.arange(a.shape[0] + i.shape[0]),
         # composites, and the ops only gradients use (ReduceTo, SplitLike)

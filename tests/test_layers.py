@@ -19,7 +19,7 @@ import stablegrad
 PACKAGE = Path(stablegrad.__file__).parent
 
 #: lowest first; a module may import from its own layer and the ones before it
-LAYERS = ["errors", "graph", "ops", "rewrite", "autodiff", "backends", "compile", "audit", "api", "cli"]
+LAYERS = ["errors", "graph", "ops", "rewrite", "autodiff", "backends", "compile", "audit", "interop", "api", "cli"]
 #: top-level modules and folders of the package, by layer (a new one fails until it is placed here)
 PLACES = {
     "errors": "errors",
@@ -32,7 +32,9 @@ PLACES = {
     "backends": "backends",
     "compile": "compile",
     "audit": "audit",
+    "jax": "interop",  # stabilize(fn): JAX code imported into our graph, lowered back with our gradients
     "__init__": "api",
+    "linalg": "api",  # the sg.linalg namespace: re-exports ops
     "testing": "api",
     "cli": "cli",
     "demo": "cli",

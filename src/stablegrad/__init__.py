@@ -13,10 +13,10 @@ Build a graph with NumPy-named functions on symbolic inputs, differentiate it wi
 
 import sys as _sys
 
-from . import testing
+from . import linalg, testing
 from ._version import __version__
 from .audit import AuditReport, audit
-from .autodiff import grad, hessian_vector_product, jacobian
+from .autodiff import grad, hessian, hessian_vector_product, jacobian, jvp
 from .compile.function import Function, explain, function
 from .errors import (
     DTypeError,
@@ -33,7 +33,20 @@ from .graph.inputs import matrix, scalar, tensor, vector
 from .graph.printing import dprint
 from .graph.types import TensorType
 from .ops.composite import OpFromGraph, SymbolicOp
-from .ops.creation import arange, eye, full, full_like, identity, ones, ones_like, zeros, zeros_like
+from .ops.creation import (
+    arange,
+    eye,
+    full,
+    full_like,
+    identity,
+    linspace,
+    ones,
+    ones_like,
+    tril,
+    triu,
+    zeros,
+    zeros_like,
+)
 from .ops.elementwise import (
     abs,
     absolute,
@@ -63,6 +76,7 @@ from .ops.elementwise import (
     negative,
     not_equal,
     reciprocal,
+    relu,
     round,
     sign,
     sqrt,
@@ -71,15 +85,17 @@ from .ops.elementwise import (
     true_divide,
     where,
 )
-from .ops.indexing import take_along_axis
+from .ops.indexing import argsort, diag, one_hot, pad, repeat, sort, take, take_along_axis
 from .ops.linalg import dot, einsum, matmul, outer, tensordot
 from .ops.math import (
     arctan,
+    betaln,
     cos,
     cosh,
     digamma,
     erf,
     erfc,
+    erfcx,
     exp,
     exp2,
     expm1,
@@ -88,6 +104,8 @@ from .ops.math import (
     log1p,
     log2,
     log10,
+    ndtr,
+    ndtri,
     polygamma,
     power,
     sin,
@@ -103,6 +121,8 @@ from .ops.reduction import (
     argmax,
     argmin,
     count_nonzero,
+    cumprod,
+    cumsum,
     max,
     mean,
     min,
@@ -118,12 +138,14 @@ from .ops.shape import (
     broadcast_to,
     concatenate,
     expand_dims,
+    flatten,
     moveaxis,
     ravel,
     reshape,
     squeeze,
     stack,
     swapaxes,
+    tile,
     transpose,
 )
 from .ops.stable import (

@@ -13,17 +13,20 @@ takes it of the formula as written, and `explain` lists the rewrites behind it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+import numpy as np
 
 from .errors import GradientError, attributed_to
 from .graph import hooks
 from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, substitute, toposort
 from .ops.base import Elementwise
-from .ops.creation import Alloc, ones_like, zeros, zeros_like
-from .ops.elementwise import astype
+from .ops.creation import Alloc, arange, ones_like, zeros, zeros_like
+from .ops.elementwise import astype, equal
 from .ops.indexing import IndexUpdate
 from .ops.reduction import sum as sum_
-from .ops.shape import reduce_to, reshape, shape_tuple, stack
+from .ops.scan import scan
+from .ops.shape import reduce_to, reshape, shape_tuple, size, stack
 from .rewrite import Change, ChangeLog, recognise_for_grad
 from .rewrite.patterns import is_constant, owner
 
@@ -42,7 +45,8 @@ def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = T
     >>> sg.function([x], g)([1.0, 2.0])
     array([2., 4.])
     """
-    single = isinstance(wrt, Variable)
+    # (an array or a number is one wrongly typed wrt, not a list of them)
+    single = isinstance(wrt, Variable | np.ndarray) or not isinstance(wrt, Iterable)
     targets = [wrt] if single else list(wrt)
     _check_grad_args(cost, targets, disconnected)
     written, log = cost, ChangeLog()
@@ -245,14 +249,27 @@ def _fit(g: Variable, v: Variable, same_shape: bool = False) -> Variable:
 
 
 def jacobian(y: Variable, x, disconnected: str = "zero"):
-    """d y / d x as a tensor of shape y.shape + x.shape (y's shape must be static).
+    """d y / d x as a tensor of shape y.shape + x.shape, one reverse pass per entry of y.
 
-    Built from one gradient per entry of y, so it suits small outputs.
+    With y's shape known statically the passes are unrolled (one gradient per entry,
+    best for small outputs); otherwise they run as a loop over the rows of an identity
+    matrix of y's run-time size.
+
+    >>> import numpy as np, stablegrad as sg
+    >>> x = sg.vector("x")
+    >>> sg.function([x], sg.jacobian(x * x, x))(np.array([1.0, 3.0]))
+    array([[2., 0.],
+           [0., 6.]])
     """
-    if None in y.type.shape:
-        raise GradientError(f"jacobian: the output's shape {y.type.shape} must be known statically")
     single = isinstance(x, Variable)
     xs = [x] if single else list(x)
+    result = (
+        _jacobian_unrolled(y, xs, disconnected) if None not in y.type.shape else _jacobian_loop(y, xs, disconnected)
+    )
+    return result[0] if single else result
+
+
+def _jacobian_unrolled(y: Variable, xs: list[Variable], disconnected: str) -> list[Variable]:
     n = math.prod(d for d in y.type.shape if d is not None)
     flat = reshape(y, (n,)) if y.ndim != 1 else y
     rows = [grad(flat[i], xs, disconnected=disconnected) for i in range(n)]
@@ -263,7 +280,87 @@ def jacobian(y: Variable, x, disconnected: str = "zero"):
             continue
         stacked = stack([row[j] for row in rows])
         result.append(reshape(stacked, y.type.shape + tuple(shape_tuple(w))))
-    return result[0] if single else result
+    return result
+
+
+def _jacobian_loop(y: Variable, xs: list[Variable], disconnected: str) -> list[Variable]:
+    flat = reshape(y, (-1,))
+    entry = arange(size(flat))
+    basis = astype(equal(entry[:, None], entry[None, :]), y.dtype)  # row k picks entry k of y
+
+    def row(carry, e):
+        return carry, tuple(grad(sum_(flat * e), xs, disconnected=disconnected))
+
+    _, rows = scan(row, init=Constant(np.zeros((), y.dtype)), xs=basis)
+    return [reshape(r, tuple(shape_tuple(y)) + tuple(shape_tuple(w))) for r, w in zip(rows, xs)]
+
+
+def jvp(outputs, wrt, tangents):
+    """Jacobian-vector product (forward mode): d outputs / d wrt · tangents, as graph.
+
+    `outputs` is one variable or a list; `wrt` and `tangents` are one variable (or array)
+    or lists of the same length, each tangent shaped as its wrt.  The result has the
+    structure of `outputs`: per output, sum_j J_j · tangents[j].
+
+    It is the transpose of the reverse mode: with a stand-in cotangent u per output,
+    v ↦ <grad of <u, outputs>, tangents> is linear in u, and its gradient in u is J·v.
+    Both gradients go through `grad`, so recognised formulas push forward as the stable
+    primitives they became, and the stand-ins leave no trace in the result.
+
+    >>> import numpy as np, stablegrad as sg
+    >>> x = sg.vector("x")
+    >>> jv = sg.jvp(sg.logsumexp(x), x, np.array([1.0, 0.0]))   # softmax(x)[0]
+    >>> float(sg.function([x], jv)(np.array([1000.0, 1000.0])))
+    0.5
+    """
+    single_out = isinstance(outputs, Variable)
+    outs = [outputs] if single_out else list(outputs)
+    single_in = isinstance(wrt, Variable)
+    ws = [wrt] if single_in else list(wrt)
+    ts = [tangents] if single_in else list(tangents)
+    if len(ts) != len(ws):
+        raise GradientError(f"jvp: got {len(ts)} tangents for {len(ws)} wrt variables")
+    ts = [_as_tangent(t, w, j) for j, (t, w) in enumerate(zip(ts, ws))]
+    for k, y in enumerate(outs):
+        if not isinstance(y, Variable) or not y.type.is_float():
+            raise GradientError(f"jvp: outputs[{k}] must be a float symbolic Variable, got {_what(y)}")
+    stand_ins = [Variable(y.type, name=f"cotangent{k}") for k, y in enumerate(outs)]
+    paired = [sum_(u * y) for u, y in zip(stand_ins, outs)]
+    pulled = grad(_total(paired), ws, disconnected="zero")
+    pushed = grad(_total([sum_(g * t) for g, t in zip(pulled, ts)]), stand_ins, disconnected="zero")
+    # the derivative of a linear map does not depend on where it is taken; what reads a stand-in
+    # reads its shape, which is the output's
+    results = substitute(pushed, {u.id: zeros_like(y) for u, y in zip(stand_ins, outs)})
+    return results[0] if single_out else results
+
+
+def _as_tangent(t, w: Variable, j: int) -> Variable:
+    tangent = t if isinstance(t, Variable) else Constant(np.asarray(t, dtype=w.dtype))
+    if tangent.ndim != w.ndim:
+        raise GradientError(f"jvp: tangents[{j}] has {tangent.ndim} dimensions, its wrt {_describe(w)} {w.ndim}")
+    return tangent
+
+
+def _total(terms: list[Variable]) -> Variable:
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
+def _what(value) -> str:
+    return str(value) if isinstance(value, Variable) else type(value).__name__
+
+
+def hessian(cost: Variable, wrt, disconnected: str = "raise"):
+    """The Hessian of scalar `cost` w.r.t. `wrt` (one variable), shape wrt.shape + wrt.shape.
+
+    The gradient's Jacobian, one reverse pass per entry of `wrt` (whose shape must be
+    known statically); for large `wrt` use `hessian_vector_product`.
+    """
+    if not isinstance(wrt, Variable):
+        raise GradientError(f"hessian: wrt must be one symbolic Variable, got {_what(wrt)}")
+    return jacobian(grad(cost, wrt, disconnected=disconnected), wrt)
 
 
 def hessian_vector_product(cost: Variable, wrt, vector, disconnected: str = "raise"):

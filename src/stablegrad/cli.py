@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from ._version import __version__
 from .audit import audit
 from .audit.loader import load_function, parse_input
 from .audit.model import AuditError, check_dtypes
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="stablegrad", description="Symbolic tensor graphs with autodiff, stable by construction."
     )
+    parser.add_argument("--version", action="version", version=f"stablegrad {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="audit a naive model with and without recognition, and explain the fix")
     demo.add_argument("--fast", action="store_true", help="float64 only (quicker)")

@@ -81,6 +81,9 @@ def _geometric(x):
     return [final, ys]
 
 
+_M = normal(3, 3)
+_SPD = _M @ _M.T + 3.0 * np.eye(3)  # positive definite, well conditioned
+
 CASES = [
     # -- elementwise arithmetic ----------------------------------------------------------------------
     Case("add_sub_mul_div", lambda x, y: [x + y, x - y, x * y, x / y], (normal(3, 4), positive(4))),
@@ -188,6 +191,31 @@ CASES = [
         lambda x: [sg.mean(x), sg.mean(x, axis=0), sg.var(x, axis=1), sg.std(x, ddof=1)],
         (normal(5, 3),),
         symbolic=True,
+    ),
+    Case(
+        "running_and_sorting",
+        lambda x: [sg.cumsum(x, axis=1), sg.cumprod(x, axis=0), sg.sort(x, axis=1), sg.argsort(x, axis=0)],
+        (normal(3, 4),),
+    ),
+    # -- dense linear algebra and the normal CDF ------------------------------------------------------
+    Case(
+        "linalg",
+        lambda a, b: [
+            sg.linalg.cholesky(a),
+            sg.linalg.solve(a, b),
+            sg.linalg.solve_triangular(sg.linalg.cholesky(a), b),
+            sg.linalg.inv(a),
+            sg.linalg.det(a),
+            sg.linalg.slogdet(a)[1],
+        ],
+        (_SPD, normal(3, 2)),
+        rtol=1e-10,
+    ),
+    Case(
+        "normal_cdf_betaln",
+        lambda x, p: [sg.ndtr(x), sg.ndtri(p), sg.betaln(p, x * x + 1.0)],
+        (normal(6, scale=3), RNG.uniform(0.05, 0.95, 6)),
+        rtol=1e-11,
     ),
     # -- shapes ---------------------------------------------------------------------------------------
     Case(

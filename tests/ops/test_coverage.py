@@ -12,11 +12,11 @@ import inspect
 import pytest
 
 from stablegrad.graph.basic import Op
-from stablegrad.ops import creation, elementwise, indexing, linalg, math, reduction, shape
+from stablegrad.ops import creation, decompositions, elementwise, indexing, linalg, math, reduction, shape
 
 from . import test_creation, test_elementwise, test_indexing, test_linalg, test_math, test_reduction, test_shape
 
-MODULES = [elementwise, math, reduction, shape, indexing, linalg, creation]
+MODULES = [elementwise, math, reduction, shape, indexing, linalg, decompositions, creation]
 COVERED = (
     test_elementwise.COVERED
     | test_math.COVERED

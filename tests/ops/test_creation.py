@@ -1,5 +1,6 @@
 """Tensors made from a shape (stablegrad.ops.creation): zeros, ones, full, the *_like forms,
-arange, eye, identity — with static shapes and with shapes taken from symbolic extents.
+arange, linspace, eye, identity, tril/triu — with static shapes and with shapes taken from
+symbolic extents.
 """
 
 from __future__ import annotations
@@ -105,3 +106,55 @@ def test_eye_and_identity(n, m, k, dtype):
     assert_same(out, value, np.eye(n, m, k, dtype=dtype), symbolic=False)
     out, value = evaluate(lambda: sg.identity(n, dtype=dtype), [])
     assert_same(out, value, np.identity(n, dtype=dtype), symbolic=False)
+
+
+LINSPACE_ENDS = st.sampled_from([(0.0, 1.0), (2, 7), (0.3, -7.1), (5.0, 5.0), (-1e10, 3.5), (np.float32(0.5), 2)])
+
+
+@given(
+    ends=LINSPACE_ENDS,
+    num=st.integers(0, 7),
+    endpoint=st.booleans(),
+    dtype=st.sampled_from([None, "float64", "float32", "int64"]),
+    symbolic_ends=st.booleans(),
+)
+def test_linspace(ends, num, endpoint, dtype, symbolic_ends):
+    """Static ends give NumPy's array; 0-d tensor ends the same values to the last bit."""
+    start, stop = (np.asarray(e) for e in ends) if symbolic_ends else ends  # arrays: NumPy's promotion of arrays
+    expected = np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype)
+    if symbolic_ends:
+        arrays = [start, stop]
+        out, value = evaluate(lambda a, b: sg.linspace(a, b, num, endpoint=endpoint, dtype=dtype), arrays)
+    else:
+        out, value = evaluate(lambda: sg.linspace(start, stop, num, endpoint=endpoint, dtype=dtype), [])
+    assert_same(out, value, expected, symbolic=False, rtol=0)
+
+
+@given(num=st.integers(1, 6), endpoint=st.booleans(), seed=seeds)
+def test_linspace_is_differentiable_in_its_ends(num, endpoint, seed):
+    ends = list(np.random.default_rng(seed).standard_normal(2))
+    check_grads(lambda a, b: sg.linspace(a, b, num, endpoint=endpoint), ends, order=2)
+
+
+def test_linspace_refuses_a_negative_num():
+    with pytest.raises(sg.ShapeError, match="linspace: num must be a non-negative int") as info:
+        sg.linspace(0.0, 1.0, -1)
+    assert info.value.location[0] == __file__
+
+
+@given(shape=shapes(min_dims=1, max_dims=3), k=st.integers(-4, 4), seed=seeds, symbolic=st.booleans())
+@pullback_examples
+def test_tril_and_triu(shape, k, seed, symbolic):
+    """On the last two axes (a 1-d x against its own square mask, as NumPy); the gradient is masked too."""
+    x = np.random.default_rng(seed).standard_normal(shape)
+    for fn, ref in [(sg.tril, np.tril), (sg.triu, np.triu)]:
+        for values in (x, x.astype(np.float32), (x > 0).astype(np.int32), x > 0):
+            out, value = evaluate(lambda v, fn=fn: fn(v, k), [values], symbolic)
+            assert_same(out, value, ref(values, k), symbolic)
+        check_grads(lambda v, fn=fn: fn(v, k), [x], order=2, symbolic_shapes=symbolic)
+
+
+def test_tril_of_a_scalar_is_refused():
+    with pytest.raises(sg.ShapeError, match="tril: input must be at least 1-d") as info:
+        sg.tril(sg.scalar("s"))
+    assert info.value.location[0] == __file__

@@ -155,6 +155,22 @@ SPECS = [
         diff=(False, True, True),
     ),
     Spec("clip", sg.clip, np.clip, (_clip_operand, _LO, _HI), (ew.Clip,)),
+    Spec("clip_method", lambda x, lo, hi: x.clip(lo, hi), np.clip, (_clip_operand, _LO, _HI), (ew.Clip,)),
+    Spec(
+        "clip_no_upper",
+        lambda x, lo: sg.clip(x, lo, None),
+        lambda x, lo: np.clip(x, lo, None),
+        (_clip_operand, _LO),
+        (ew.Clip,),
+    ),
+    Spec(
+        "clip_no_lower",
+        lambda x, hi: x.clip(max=hi),
+        lambda x, hi: np.clip(x, None, hi),
+        (_clip_operand, _HI),
+        (ew.Clip,),
+    ),
+    Spec("relu", sg.relu, lambda x: np.maximum(x, 0), (two_sided(0.1, 3),), (ew.Where, ew.Compare), int_domains=(INT,)),
     # casts
     Spec(
         "astype_float32",
@@ -308,3 +324,26 @@ def test_reflected_operators_with_arrays_on_the_left():
         np.testing.assert_allclose(value, op(a, x), rtol=1e-15)
         _, value = evaluate(lambda v, op=op: op(2, v), [x])
         np.testing.assert_allclose(value, op(2, x), rtol=1e-15)
+
+
+def test_relu_gradient_at_zero_is_zero_and_nan_stays_nan():
+    x = np.array([-1.0, 0.0, -0.0, 2.0, np.nan])
+    (v,) = symbols([x])
+    value, grad = sg.function([v], [sg.relu(v), sg.grad(sg.sum(sg.relu(v)), v)])(x)
+    np.testing.assert_array_equal(value, np.maximum(x, 0))
+    np.testing.assert_array_equal(grad[:4], [0.0, 0.0, 0.0, 1.0])
+
+
+def test_clip_without_bounds_is_the_operand():
+    x = np.array([-3.0, 0.5, 9.0])
+    _, value = evaluate(lambda v: v.clip(), [x])
+    np.testing.assert_array_equal(value, np.clip(x, None, None))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize(("lo", "hi"), [(None, 1), (1, None), (0, 1)])
+def test_clip_with_one_bound_keeps_an_integer_dtype(dtype, lo, hi):
+    x = np.array([0, 1, 2, 0], dtype)
+    out, value = evaluate(lambda v: sg.clip(v, lo, hi), [x])
+    assert out.dtype == value.dtype == np.clip(x, lo, hi).dtype
+    np.testing.assert_array_equal(value, np.clip(x, lo, hi))

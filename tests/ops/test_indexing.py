@@ -24,6 +24,7 @@ from .helpers import (
     BACKEND,
     assert_same,
     assert_zero_pullback,
+    distinct,
     evaluate,
     pullback_examples,
     seeds,
@@ -32,7 +33,7 @@ from .helpers import (
     value_examples,
 )
 
-COVERED = {ix.Index, ix.IndexUpdate}
+COVERED = {ix.Index, ix.IndexUpdate, ix.Argsort}
 
 
 @st.composite
@@ -283,3 +284,191 @@ def test_an_index_update_writes_in_place_only_into_a_buffer_nothing_else_reads()
     np.testing.assert_array_equal(b_, [1.0, 2.0, 0.0])
     np.testing.assert_array_equal(c_, [0.0, 0.0, 5.0])
     np.testing.assert_array_equal(d_, [1.0, 2.0, 3.0])
+
+
+# -- sort, argsort, take, one_hot, diag, repeat: against NumPy on hypothesis inputs ------------------------
+def _distinct(rng, shape):
+    """Pairwise distinct entries (no ties), or an empty array."""
+    return distinct(rng, shape) if np.prod(shape) else np.zeros(shape)
+
+
+def _ties(rng, shape):
+    """Few distinct values: ties everywhere, which a stable order keeps in place."""
+    return rng.integers(-2, 2, shape, endpoint=True).astype(np.float64)
+
+
+@st.composite
+def sort_cases(draw):
+    s = draw(shapes(max_dims=3))
+    axis = draw(st.one_of(st.none(), st.integers(-len(s), len(s) - 1))) if s else None
+    x = (_ties if draw(st.booleans()) else _distinct)(np.random.default_rng(draw(seeds)), s)
+    return x, axis
+
+
+@given(case=sort_cases(), symbolic=st.booleans())
+@value_examples
+def test_sort_and_argsort_values(case, symbolic):
+    x, axis = case
+    for values in (x, x.astype(np.float32), x.astype(np.int32)):
+        out, value = evaluate(lambda v: sg.sort(v, axis=axis), [values], symbolic)
+        assert_same(out, value, np.sort(values, axis=axis), symbolic)
+        # argsort is stable: at ties the order NumPy's stable sort gives
+        out, value = evaluate(lambda v: sg.argsort(v, axis=axis), [values], symbolic)
+        assert_same(out, value, np.argsort(values, axis=axis, kind="stable").astype(np.int64), symbolic)
+        assert_zero_pullback(out)
+
+
+@given(case=sort_cases(), symbolic=st.booleans())
+@pullback_examples
+def test_sort_pullback(case, symbolic):
+    x, axis = case
+    x = _distinct(np.random.default_rng(0), x.shape)  # sort is smooth only where no two entries tie
+    check_grads(lambda v: sg.sort(v, axis=axis), [x], order=2, symbolic_shapes=symbolic)
+
+
+def test_sort_puts_nans_last():
+    x = np.array([2.0, np.nan, -1.0, np.inf, np.nan, 0.5])
+    _, value = evaluate(lambda v: sg.sort(v), [x])
+    np.testing.assert_array_equal(value, np.sort(x))
+    _, value = evaluate(lambda v: sg.argsort(v), [x])
+    np.testing.assert_array_equal(value, np.argsort(x, kind="stable"))
+
+
+@st.composite
+def take_cases(draw):
+    s = draw(shapes(max_dims=3))
+    axis = draw(st.one_of(st.none(), st.integers(-len(s), len(s) - 1))) if s else None
+    n = int(np.prod(s)) if axis is None else s[axis]
+    rng = np.random.default_rng(draw(seeds))
+    index_shape = draw(st.sampled_from([(), (3,), (2, 2)])) if n else (0,)
+    indices = rng.integers(-n, n, index_shape) if n else np.zeros((0,), np.int64)
+    if not index_shape and draw(st.booleans()):
+        indices = int(indices)  # a Python int drops the axis, as an integer index does
+    return rng.standard_normal(s), indices, axis
+
+
+@given(case=take_cases(), symbolic=st.booleans())
+@pullback_examples
+def test_take(case, symbolic):
+    x, indices, axis = case
+    out, value = evaluate(lambda v: sg.take(v, indices, axis=axis), [x], symbolic)
+    assert_same(out, value, np.take(x, indices, axis=axis), symbolic)
+    if isinstance(indices, np.ndarray):  # indices given at run time
+        out, value = evaluate(lambda v, i: sg.take(v, i, axis=axis), [x, indices], symbolic)
+        assert_same(out, value, np.take(x, indices, axis=axis), symbolic=True)
+    check_grads(lambda v: sg.take(v, indices, axis=axis), [x], order=2, symbolic_shapes=symbolic)
+
+
+@given(
+    shape=shapes(max_dims=2),
+    num_classes=st.integers(0, 4),
+    dtype=st.sampled_from(["float64", "float32", "int32", "bool"]),
+    seed=seeds,
+    symbolic=st.booleans(),
+    data=st.data(),
+)
+@value_examples
+def test_one_hot(shape, num_classes, dtype, seed, symbolic, data):
+    """Against NumPy's spelling of jax.nn.one_hot: labels outside [0, num_classes) give zero rows."""
+    labels = np.random.default_rng(seed).integers(-1, num_classes + 1, shape)
+    axis = data.draw(st.integers(-len(shape) - 1, len(shape)))
+    expected = np.moveaxis((labels[..., None] == np.arange(num_classes)).astype(dtype), -1, axis)
+    out, value = evaluate(lambda v: sg.one_hot(v, num_classes, dtype=dtype, axis=axis), [labels], symbolic)
+    assert_same(out, value, expected, symbolic)
+
+
+def test_one_hot_agrees_with_jax():
+    jax_nn = pytest.importorskip("jax.nn")
+    labels = np.array([[0, 3, -1], [2, 1, 5]])
+    for axis in (-1, 0, 1):
+        expected = np.asarray(jax_nn.one_hot(labels, 4, dtype=np.float32, axis=axis))
+        _, value = evaluate(lambda v, axis=axis: sg.one_hot(v, 4, dtype="float32", axis=axis), [labels])
+        np.testing.assert_array_equal(value, expected)
+
+
+@st.composite
+def diag_cases(draw):
+    s = draw(st.one_of(shapes(min_dims=1, max_dims=1, max_side=4), shapes(min_dims=2, max_dims=2, max_side=4)))
+    k = draw(st.integers(-5, 5))
+    return np.random.default_rng(draw(seeds)).standard_normal(s), k
+
+
+@given(case=diag_cases(), symbolic=st.booleans())
+@pullback_examples
+def test_diag(case, symbolic):
+    x, k = case
+    out, value = evaluate(lambda v: sg.diag(v, k), [x], symbolic)
+    assert_same(out, value, np.diag(x, k), symbolic)
+    check_grads(lambda v: sg.diag(v, k), [x], order=2, symbolic_shapes=symbolic)
+
+
+@st.composite
+def repeat_cases(draw):
+    s = draw(shapes(max_dims=3))
+    axis = draw(st.one_of(st.none(), st.integers(-len(s), len(s) - 1))) if s else None
+    n = int(np.prod(s)) if axis is None else s[axis]
+    repeats = draw(st.one_of(st.integers(0, 3), st.lists(st.integers(0, 3), min_size=n, max_size=n)))
+    return np.random.default_rng(draw(seeds)).standard_normal(s), repeats, axis
+
+
+@given(case=repeat_cases(), symbolic=st.booleans())
+@pullback_examples
+def test_repeat(case, symbolic):
+    x, repeats, axis = case
+    symbolic = symbolic and isinstance(repeats, int)  # one count per entry needs the extent statically
+    for values in (x, x.astype(np.float32), (x > 0).astype(np.int32)):
+        out, value = evaluate(lambda v: sg.repeat(v, repeats, axis=axis), [values], symbolic)
+        assert_same(out, value, np.repeat(values, repeats, axis=axis), symbolic)
+    check_grads(lambda v: sg.repeat(v, repeats, axis=axis), [x], order=2, symbolic_shapes=symbolic)
+
+
+@st.composite
+def copying_pad_cases(draw):
+    """The modes that copy entries of x (constant padding is a case of tests/ops/test_shape.py),
+    pad widths past the extent included (reflections of reflections)."""
+    s = draw(shapes(max_dims=3, min_side=1))
+    pair = st.tuples(st.integers(0, 4), st.integers(0, 4))
+    width = draw(st.one_of(st.integers(0, 4), pair, st.lists(pair, min_size=len(s), max_size=len(s)).map(tuple)))
+    if not s:
+        width = draw(st.integers(0, 4))  # NumPy takes no pairs for a 0-d array: () is not of integral type
+    mode = draw(st.sampled_from(["edge", "reflect", "symmetric", "wrap"]))
+    return np.random.default_rng(draw(seeds)).standard_normal(s), width, mode
+
+
+@given(case=copying_pad_cases())
+@pullback_examples
+def test_pad_copying_modes(case):
+    x, width, mode = case
+    for values in (x, x.astype(np.float32), (x > 0).astype(np.int32)):
+        out, value = evaluate(lambda v: sg.pad(v, width, mode=mode), [values])
+        assert_same(out, value, np.pad(values, width, mode=mode), symbolic=False)
+    check_grads(lambda v: sg.pad(v, width, mode=mode), [x], order=2)
+
+
+def test_pad_copying_modes_need_static_extents_and_entries():
+    with pytest.raises(ShapeError, match="pad: mode 'edge' needs the extent of axis 0 known statically") as info:
+        sg.pad(sg.vector("v"), 1, mode="edge")
+    assert info.value.location[0] == __file__
+    with pytest.raises(ShapeError, match="pad: can't extend empty axis 1"):
+        sg.pad(sg.tensor("x", shape=(2, 0)), 1, mode="wrap")
+    assert sg.pad(sg.vector("v"), 0, mode="edge").owner is None  # nothing to pad: v itself
+
+
+@pytest.mark.parametrize(
+    ("fn", "match"),
+    [
+        (lambda x: sg.sort(x, axis=2), "sort: axis 2 is out of range"),
+        (lambda x: sg.argsort(x, axis=-3), "argsort: axis -3 is out of range"),
+        (lambda x: sg.take(x, [0], axis=2), "take: axis 2 is out of range"),
+        (lambda x: sg.take(x, [0.5]), "take: indices must be integers"),
+        (lambda x: sg.one_hot(x, 3), "one_hot: labels must be integers"),
+        (lambda x: sg.diag(sg.reshape(x, (1, 2, 3)), 0), "diag: input must be 1-d or 2-d"),
+        (lambda x: sg.repeat(x, 2, axis=3), "repeat: axis 3 is out of range"),
+        (lambda x: sg.repeat(x, [1, 2, 3], axis=0), "repeat: 3 repeats for axis 0 of extent 2"),
+        (lambda x: sg.repeat(x, -1), "repeat: repeats must be non-negative"),
+    ],
+)
+def test_indexing_misuse_names_the_op_and_the_line(fn, match):
+    with pytest.raises(ShapeError, match=match) as info:
+        fn(sg.tensor("x", shape=(2, 3)))
+    assert info.value.location[0] == __file__

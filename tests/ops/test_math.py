@@ -19,6 +19,7 @@ import stablegrad as sg
 from stablegrad.ops import math as m
 
 from .helpers import (
+    BACKEND,
     INTS,
     Spec,
     broadcastable,
@@ -76,7 +77,17 @@ SPECS = [
     Spec("arctan", sg.arctan, np.arctan, (REAL,), (m.Arctan,)),
     Spec("erf", sg.erf, sps.erf, (REAL,), (m.Erf,), int_domains=(small_integers(-3, 3),)),
     Spec("erfc", sg.erfc, sps.erfc, (REAL,), (m.Erfc,)),
-    Spec("erfcx", m.erfcx, sps.erfcx, (REAL,), (m.Erfcx,)),
+    Spec("erfcx", sg.erfcx, sps.erfcx, (REAL,), (m.Erfcx,)),
+    Spec("ndtr", sg.ndtr, sps.ndtr, (REAL,), (m.Ndtr,), int_domains=(small_integers(-3, 3),)),
+    Spec("ndtri", sg.ndtri, sps.ndtri, (uniform(0.1, 0.9),), (m.Ndtri,)),  # finite differences step 1e-3
+    Spec(
+        "betaln",
+        sg.betaln,
+        sps.betaln,
+        (POSITIVE, POSITIVE),
+        (m.Betaln,),
+        int_domains=(small_integers(1, 6), small_integers(1, 6)),
+    ),
     Spec("gammaln", sg.gammaln, sps.gammaln, (GAMMA_DOMAIN,), (m.Gammaln,), int_domains=(small_integers(1, 9),)),
     Spec("gammaln_negative", sg.gammaln, sps.gammaln, (_negative_off_poles,), (m.Gammaln,)),
     Spec("digamma", sg.digamma, sps.digamma, (GAMMA_DOMAIN,), (m.Polygamma,)),
@@ -132,6 +143,14 @@ def _mp_gammaln(x):
     return mpmath.log(abs(mpmath.gamma(x)))
 
 
+def _mp_ndtri(p):
+    """Φ⁻¹(p) by Newton on log Φ, from SciPy's float64 answer (mpmath has no inverse normal CDF);
+    the upper half by symmetry, where log Φ is too flat for the secant steps."""
+    if p > 0.5:
+        return -_mp_ndtri(1 - p)
+    return mpmath.findroot(lambda y: mpmath.log(mpmath.ncdf(y)) - mpmath.log(p), float(sps.ndtri(float(p))))
+
+
 MPMATH = [
     # (name, stablegrad function, mpmath function, lo, hi)
     ("exp", sg.exp, mpmath.exp, -30.0, 30.0),
@@ -155,6 +174,9 @@ MPMATH = [
     ("erfcx", m.erfcx, _mp_erfcx, -3.0, 5.0),
     ("erfcx_far", m.erfcx, _mp_erfcx, 8.0, 1e4),
     ("gammaln", sg.gammaln, _mp_gammaln, 0.05, 50.0),
+    ("ndtr", sg.ndtr, mpmath.ncdf, -37.0, 8.0),  # the density unrounded: φ(-37) ≈ 5.7e-298 to 1e-12
+    ("ndtri", sg.ndtri, _mp_ndtri, 0.01, 0.99),
+    ("betaln", lambda x: sg.betaln(x, 2.5), lambda x: mpmath.log(mpmath.beta(x, 2.5)), 0.1, 50.0),
     ("digamma", sg.digamma, mpmath.digamma, 0.05, 50.0),
     ("polygamma_1", lambda x: sg.polygamma(1, x), lambda x: mpmath.polygamma(1, x), 0.1, 50.0),
     ("polygamma_2", lambda x: sg.polygamma(2, x), lambda x: mpmath.polygamma(2, x), 0.1, 50.0),
@@ -216,3 +238,60 @@ def test_integer_powers_at_zero_have_their_exact_derivatives(k):
     for zero in (0.0, -0.0):
         got = sg.function(inputs, [d1, d2])(zero, *args)
         assert [float(v) for v in got] == exact, f"x**{n} at {zero}: {got}"
+
+
+# -- the normal distribution's tails, against mpmath: value, first and second derivative -----------------
+def _mp_log_ndtr(x):
+    return mpmath.log(mpmath.ncdf(x))
+
+
+TAILS = [
+    # (name, function, mpmath reference, points, rtol): where naive formulas under- or overflow.
+    # ndtr: SciPy's own is off by 6e-14 at -30 (x/√2 rounded into erfc), ours by an ulp or two;
+    # ndtri's slope 1/φ(y) inherits y's rounding times y² (1e-13 at p = 1e-300) from any formula in y
+    ("ndtr", sg.ndtr, mpmath.ncdf, [-37.5, -30.0, -10.0, 5.0], 5e-15),
+    ("ndtri", sg.ndtri, _mp_ndtri, [1e-300, 1e-100, 1e-10, 1 - 1e-12], 2e-13),
+    ("log_ndtr", sg.log_ndtr, _mp_log_ndtr, [-1e5, -1e4, -1e3, -40.0, 30.0], 5e-15),
+]
+
+
+@pytest.mark.parametrize(("name", "fn", "mp_fn", "points", "rtol"), TAILS, ids=[row[0] for row in TAILS])
+def test_normal_tails_against_mpmath(name, fn, mp_fn, points, rtol):
+    x = np.array(points)
+    got = _value_and_derivatives(f"tail_{name}", fn)(x)
+    with mpmath.workdps(60):
+        for i, xi in enumerate(points):
+            point = mpmath.mpf(xi)
+            step = abs(point) * mpmath.mpf("1e-20")  # relative: an absolute step would leave (0, 1) at 1e-300
+            for order in range(3):
+                expected = float(mpmath.diff(mp_fn, point, order, h=step))
+                if not np.isfinite(expected) or abs(expected) < 1e-300:  # past the float64 range
+                    continue
+                assert np.isclose(got[order][i], expected, rtol=rtol, atol=0), (
+                    f"{name} order {order} at {xi!r}: {got[order][i]!r} vs mpmath {expected!r}"
+                )
+
+
+def test_ndtr_underflows_to_zero_and_ndtri_reaches_the_ends():
+    x = sg.vector("x")
+    f = sg.function([x], [sg.ndtr(x), sg.grad(sg.sum(sg.ndtr(x)), x)])
+    value, slope = f(np.array([-40.0, -np.inf, np.inf]))
+    assert value.tolist() == [0.0, 0.0, 1.0] and slope.tolist() == [0.0, 0.0, 0.0]  # Φ(-40) ≈ 3.7e-350
+    if BACKEND != "jax":  # (XLA flushes subnormals to zero)
+        (subnormal,), _ = f(np.array([-38.0]))  # SciPy's ndtr flushes it to 0
+        assert np.isclose(subnormal, float(mpmath.ncdf(-38)), rtol=1e-6, atol=0)
+    p = sg.vector("p")
+    g = sg.function([p], [sg.ndtri(p), sg.grad(sg.sum(sg.ndtri(p)), p)])
+    value, slope = g(np.array([0.0, 1.0, 0.5]))
+    assert value.tolist() == [-np.inf, np.inf, 0.0]
+    assert slope[0] == slope[1] == np.inf and np.isclose(slope[2], np.sqrt(2 * np.pi), rtol=1e-15)
+
+
+@pytest.mark.parametrize(("a", "b"), [(0.13986835678120813, 973598.786496438), (1e6, 0.7), (1e10, 1.5), (20.0, 1e-5)])
+def test_betaln_with_a_large_argument_against_mpmath(a, b):
+    """Where log Γ(a) - log Γ(a + b) cancels (SciPy's betaln keeps 3e-8 at the first point): 1e-13 here."""
+    x, y = sg.vector("x"), sg.vector("y")
+    got = sg.function([x, y], sg.betaln(x, y))(np.array([a, b]), np.array([b, a]))
+    with mpmath.workdps(50):
+        expected = float(mpmath.log(mpmath.beta(mpmath.mpf(a), mpmath.mpf(b))))
+    np.testing.assert_allclose(got, [expected, expected], rtol=1e-13)

@@ -123,6 +123,33 @@ REDUCTIONS = [
     ),
     Reduction("argmax", _kw(sg.argmax), _kw(np.argmax), _ints, (r.ArgExtremum,), grad="none", single_axis=True),
     Reduction("argmin", _kw(sg.argmin), _kw(np.argmin), _ints, (r.ArgExtremum,), grad="none", single_axis=True),
+    Reduction(
+        "argmax_method",
+        lambda x, a, k: x.argmax(axis=a, keepdims=k),
+        _kw(np.argmax),
+        _ints,
+        (r.ArgExtremum,),
+        grad="none",
+        single_axis=True,
+    ),
+    Reduction(
+        "argmin_method",
+        lambda x, a, k: x.argmin(axis=a, keepdims=k),
+        _kw(np.argmin),
+        _ints,
+        (r.ArgExtremum,),
+        grad="none",
+        single_axis=True,
+    ),
+    Reduction("var_method", lambda x, a, k: x.var(axis=a, keepdims=k), _kw(np.var), _real, (r.Sum,), min_count=1),
+    Reduction(
+        "std_method_ddof1",
+        lambda x, a, k: x.std(axis=a, ddof=1, keepdims=k),
+        lambda x, a, k: np.std(x, axis=a, ddof=1, keepdims=k),
+        _distinct,
+        (r.Sum,),
+        min_count=2,
+    ),
     Reduction("any", _kw(sg.any), _kw(np.any), _bools, (r.Any,), grad="none", dtypes=("bool",)),
     Reduction("all", _kw(sg.all), _kw(np.all), _bools, (r.All,), grad="none", dtypes=("bool",)),
     Reduction("any_of_numbers", _kw(sg.any), _kw(np.any), _ints, (r.Any,), grad="none"),
@@ -137,7 +164,7 @@ REDUCTIONS = [
     ),
 ]
 
-COVERED = {op for spec in REDUCTIONS for op in spec.ops}
+COVERED = {op for spec in REDUCTIONS for op in spec.ops} | {r.CumSum, r.CumProd}
 
 
 @st.composite
@@ -275,3 +302,129 @@ def test_std_at_zero_variance_has_gradient_zero_and_nan_stays_nan(values):
     with np.errstate(invalid="ignore"):
         assert np.isnan(sg.function([x], sg.std(x, ddof=1))(np.array([3.0])))  # NumPy's 0/0 for too few entries
         assert np.isnan(sg.function([x], sg.std(x))(np.array([1.0, np.nan])))
+
+
+# -- running sums and products: cumsum, cumprod ---------------------------------------------------------
+CUMULATIVE = {
+    "cumsum": (lambda x, axis, dtype: sg.cumsum(x, axis=axis, dtype=dtype), np.cumsum),
+    "cumsum_method": (lambda x, axis, dtype: x.cumsum(axis=axis, dtype=dtype), np.cumsum),
+    "cumprod": (lambda x, axis, dtype: sg.cumprod(x, axis=axis, dtype=dtype), np.cumprod),
+    "cumprod_method": (lambda x, axis, dtype: x.cumprod(axis=axis, dtype=dtype), np.cumprod),
+}
+
+
+@st.composite
+def cumulative_args(draw):
+    """(shape, axis): axis None (the flattened array) or an int, possibly negative."""
+    shape = draw(shapes(max_dims=3))
+    axes = [st.none()] + ([st.integers(-len(shape), len(shape) - 1)] if shape else [])
+    return shape, draw(st.one_of(*axes))
+
+
+@pytest.mark.parametrize("name", list(CUMULATIVE))
+@given(data=st.data())
+@value_examples
+def test_cumulative_value(name, data):
+    fn, ref = CUMULATIVE[name]
+    shape, axis = data.draw(cumulative_args())
+    dtype = np.dtype(data.draw(st.sampled_from([*FLOATS, "int64", "int32", "bool"])))
+    out_dtype = data.draw(st.sampled_from([None, "float64", "int64"]))
+    symbolic = data.draw(st.booleans())
+    rng = np.random.default_rng(data.draw(seeds))
+    x = _bools(rng, shape, dtype) if dtype == np.bool_ else _with_zeros(rng, shape, dtype)
+    expected = numpy_value(lambda v: ref(v, axis=axis, dtype=out_dtype), [x])
+    out, value = evaluate(lambda v: fn(v, axis, out_dtype), [x], symbolic)
+    assert_same(out, value, expected, symbolic, rtol=1e-5 if value.dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("name", list(CUMULATIVE))
+@given(data=st.data())
+@pullback_examples
+def test_cumulative_pullback(name, data):
+    fn, _ = CUMULATIVE[name]
+    shape, axis = data.draw(cumulative_args())
+    # exact zeros included: a running product is a polynomial, smooth through them, and its
+    # pullback treats them apart
+    x = _with_zeros(np.random.default_rng(data.draw(seeds)), shape, np.dtype("float64"))
+    check_grads(lambda v: fn(v, axis, None), [x], order=2, symbolic_shapes=data.draw(st.booleans()))
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+@given(data=st.data())
+@float32_examples
+def test_cumulative_pullback_float32(name, data):
+    fn, _ = CUMULATIVE[name]
+    shape, axis = data.draw(cumulative_args())
+    x = _real(np.random.default_rng(data.draw(seeds)), shape, np.dtype("float32"))
+    grads = {}
+    for dtype in ("float32", "float64"):
+        (v,) = symbols([x.astype(dtype)])
+        out = fn(v, axis, None)
+        assert out.dtype == dtype
+        grads[dtype] = sg.function([v], sg.grad(sg.sum(out * 0.75), v))(x.astype(dtype))
+    assert grads["float32"].dtype == np.float32
+    np.testing.assert_allclose(grads["float32"], grads["float64"], rtol=1e-4, atol=1e-5)
+
+
+def _cumprod_gradient_by_products(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """d/dx_j of Σ_i w_i Π_{k<=i} x_k, as the plain sum of products without x_j (no division)."""
+    return np.array([sum(w[i] * np.prod(np.delete(x[: i + 1], j)) for i in range(j, len(x))) for j in range(len(x))])
+
+
+@pytest.mark.parametrize(
+    "x",
+    [[2.0, 0.0, 3.0, 0.5], [0.0, 2.0, -1.5], [1.5, -2.0, 0.0], [0.0, 0.0, 2.0], [3.0, 0.0, 2.0, 0.0, 4.0], [0.0]],
+)
+def test_cumprod_gradient_at_zeros(x):
+    x = np.array(x)
+    w = np.arange(1.0, len(x) + 1)
+    expected = _cumprod_gradient_by_products(x, w)
+    np.testing.assert_allclose(_gradient(lambda v: sg.sum(sg.cumprod(v) * w), x), expected, rtol=1e-15, atol=0)
+
+
+def _cumprod_hessian_by_products(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """d²/dx_j dx_m of Σ_i w_i Π_{k<=i} x_k: Σ_{i>=max(j, m)} w_i Π_{k<=i, k not j, m} x_k, 0 on the diagonal."""
+    n = len(x)
+    h = np.zeros((n, n))
+    for j in range(n):
+        for m in range(n):
+            if j != m:
+                h[j, m] = sum(w[i] * np.prod(np.delete(x[: i + 1], [j, m])) for i in range(max(j, m), n))
+    return h
+
+
+@pytest.mark.parametrize(
+    "x", [[2.0, 0.0, 3.0, 0.5], [0.0, 2.0, 0.0, -1.5], [1.5, 0.0, 0.0, 2.0], [0.0, 0.0, 0.0], [3.0, 2.0, 0.0]]
+)
+def test_cumprod_hessian_at_zeros(x):
+    x = np.array(x)
+    w = np.arange(1.0, len(x) + 1)
+    (v,) = symbols([np.zeros(len(x))])
+    gradient = sg.grad(sg.sum(sg.cumprod(v) * w), v)
+    rows = sg.function([v], [sg.grad(gradient[j], v) for j in range(len(x))])(x)
+    np.testing.assert_allclose(np.stack(rows), _cumprod_hessian_by_products(x, w), rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("fn", [sg.cumsum, sg.cumprod])
+def test_cumulative_axis_out_of_range_names_the_op_and_the_line(fn):
+    x = sg.matrix("x")
+    with pytest.raises(sg.ShapeError, match=f"{fn.__name__}: axis 2 is out of range") as info:
+        fn(x, axis=2)
+    assert info.value.location[0] == __file__
+    with pytest.raises(sg.ShapeError, match=fn.__name__):
+        fn(sg.scalar("s"), axis=0)  # a 0-d tensor has no axis 0, as in NumPy (axis=None flattens it)
+
+
+def test_cumulative_of_a_scalar_with_no_axis_is_1d():
+    out, value = evaluate(lambda v: sg.cumsum(v), [np.float64(2.5)])
+    assert_same(out, value, np.cumsum(np.float64(2.5)), symbolic=False)
+
+
+# -- ndarray.dot: a contraction, routed to sg.dot ------------------------------------------------------
+@pytest.mark.parametrize(("a", "b"), [((3,), (3,)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((), (2,)), ((2, 2, 3), (3, 2))])
+def test_dot_method(a, b):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(a), rng.standard_normal(b)
+    out, value = evaluate(lambda u, v: u.dot(v), [x, y])
+    assert_same(out, value, x.dot(y), symbolic=False)
+    check_grads(lambda u, v: u.dot(v), [x, y], order=1)

@@ -73,6 +73,50 @@ def ravel_cases(draw):
 
 
 @st.composite
+def ravel_method_cases(draw):
+    """x.ravel(), x.flatten() and sg.flatten: all NumPy's C-order flattening."""
+    form = draw(st.sampled_from(["ravel", "flatten", "sg.flatten"]))
+    fn = {"ravel": lambda x: x.ravel(), "flatten": lambda x: x.flatten(), "sg.flatten": sg.flatten}[form]
+    return fn, lambda x: x.flatten(), _arrays(draw, draw(shapes(max_dims=4)))
+
+
+@st.composite
+def tile_cases(draw):
+    """reps an int or a tuple shorter than, as long as, or longer than x's rank (0 included)."""
+    s = draw(shapes())
+    reps = draw(st.one_of(st.integers(0, 3), st.lists(st.integers(0, 3), max_size=4).map(tuple)))
+    return (lambda x: sg.tile(x, reps)), (lambda x: np.tile(x, reps)), _arrays(draw, s)
+
+
+@st.composite
+def pad_cases(draw):
+    """pad_width and constant_values in each of NumPy's forms: scalar, (before, after), one pair per axis."""
+    s = draw(shapes(max_dims=3))
+    pair = st.tuples(st.integers(0, 2), st.integers(0, 2))
+    width = draw(
+        st.one_of(
+            st.integers(0, 2),
+            st.tuples(st.integers(0, 2)),
+            pair,
+            st.lists(pair, min_size=len(s), max_size=len(s)).map(tuple),
+        )
+    )
+    value_pair = st.tuples(st.sampled_from([0.0, 1.5]), st.sampled_from([-2.0, 3.25]))
+    values = draw(
+        st.one_of(
+            st.sampled_from([0, 0.5, -3]), value_pair, st.lists(value_pair, min_size=len(s), max_size=len(s)).map(tuple)
+        )
+    )
+    if len(s) == 0:
+        width, values = draw(st.integers(0, 2)), 0  # NumPy pads a 0-d array into a 0-d array
+    return (
+        lambda x: sg.pad(x, width, constant_values=values),
+        lambda x: np.pad(x, width, constant_values=values),
+        _arrays(draw, s),
+    )
+
+
+@st.composite
 def transpose_cases(draw):
     s = draw(shapes(max_dims=4))
     form = draw(st.sampled_from(["none", "perm", "negative", "T", "method"]))
@@ -179,6 +223,13 @@ def swapaxes_cases(draw):
 
 
 @st.composite
+def swapaxes_method_cases(draw):
+    s = draw(shapes(min_dims=1, max_dims=4))
+    a, b = (draw(st.integers(-len(s), len(s) - 1)) for _ in range(2))
+    return (lambda x: x.swapaxes(a, b)), (lambda x: x.swapaxes(a, b)), _arrays(draw, s)
+
+
+@st.composite
 def atleast_1d_cases(draw):
     return sg.atleast_1d, np.atleast_1d, _arrays(draw, draw(shapes(max_dims=2)))
 
@@ -220,6 +271,10 @@ CASES = {
     "stack": stack_cases(),
     "moveaxis": moveaxis_cases(),
     "swapaxes": swapaxes_cases(),
+    "swapaxes_method": swapaxes_method_cases(),
+    "ravel_method": ravel_method_cases(),
+    "tile": tile_cases(),
+    "pad": pad_cases(),
     "atleast_1d": atleast_1d_cases(),
     "shape_entry": shape_entry_cases(),
     "reduce_to": reduce_to_cases(),
@@ -261,3 +316,20 @@ def test_shape_is_static_where_known_and_symbolic_elsewhere():
     assert isinstance(n, sg.Variable) and n.dtype == np.int64 and n.ndim == 0
     assert isinstance(n.owner.op, sh.ShapeDim)
     assert sg.function([x], n)(np.zeros((5, 3))) == 5
+
+
+@pytest.mark.parametrize(
+    ("fn", "match"),
+    [
+        (lambda x: sg.swapaxes(x, 0, 2), "swapaxes: axis2 2 is out of range"),
+        (lambda x: x.swapaxes(-3, 0), "swapaxes: axis1 -3 is out of range"),
+        (lambda x: sg.tile(x, (2, -1)), "tile: reps must be non-negative"),
+        (lambda x: sg.pad(x, ((1, 2), (3, 4), (5, 6))), r"pad: pad_width .* cannot be broadcast to \(2, 2\)"),
+        (lambda x: sg.pad(x, -1), "pad: pad_width must be non-negative"),
+        (lambda x: sg.pad(x, 1, mode="linear_ramp"), "pad: mode 'linear_ramp' is not supported"),
+    ],
+)
+def test_shape_misuse_names_the_op_and_the_line(fn, match):
+    with pytest.raises(sg.ShapeError, match=match) as info:
+        fn(sg.matrix("x"))
+    assert info.value.location[0] == __file__

@@ -256,6 +256,9 @@ def _register() -> None:
         (m.Erfc, "erfc"),
         (m.Erfcx, "erfcx"),
         (m.Gammaln, "gammaln"),
+        (m.Ndtr, "ndtr"),
+        (m.Ndtri, "ndtri"),
+        (m.Betaln, "betaln"),
     ]
     for cls, name in elementwise_ops:
         MPMATH_IMPLEMENTATIONS[cls] = _exact_or_native(cls, elementwise(name))
@@ -297,12 +300,85 @@ def _register() -> None:
     for cls in data_movement:
         MPMATH_IMPLEMENTATIONS[cls] = lambda op, *xs: op.perform(*xs)
     _register_stable()
+    _register_decompositions()
 
 
 def _register_stable() -> None:
     """The stable family's few primitive (non-composite) ops."""
     MPMATH_IMPLEMENTATIONS[_common.MaxShift] = lambda op, x: _extremum("maximum", op, x, scalar_ops()["mpf"]("-inf"))
     MPMATH_IMPLEMENTATIONS[LogCumSumExp] = _logcumsumexp
+
+
+def _register_decompositions() -> None:
+    """Dense linear algebra (ops.decompositions) by mpmath's own matrix routines, matrix by matrix."""
+    from ..ops import decompositions as d
+
+    table: list[tuple[type, Callable]] = [
+        (d.Cholesky, _mp_cholesky),
+        (d.SolveTriangular, _mp_solve_triangular),
+        (d.Solve, _mp_solve),
+        (d.Inv, lambda op, a: _over_matrices(lambda m: m**-1, a)),
+        (d.Det, lambda op, a: _over_matrices(_mpmath().det, a, scalar=True)),
+        (d.Slogdet, _mp_slogdet),
+    ]
+    for cls, impl in table:
+        MPMATH_IMPLEMENTATIONS[cls] = _exact_or_native(cls, impl)
+
+
+def _over_matrices(fn: Callable, a: np.ndarray, scalar: bool = False) -> np.ndarray:
+    """fn(mpmath.matrix) for each matrix of the stack `a` (object arrays in and out)."""
+    mpmath = _mpmath()
+    a = to_mp(a)
+    out = np.empty(a.shape[:-2] if scalar else a.shape, dtype=object)
+    for index in np.ndindex(*a.shape[:-2]):
+        result = fn(mpmath.matrix(a[index].tolist())) if a.shape[-1] else (mpmath.mpf(1) if scalar else None)
+        if result is not None:
+            out[index] = result if scalar else np.array(result.tolist(), dtype=object).reshape(a.shape[-2:])
+    return out
+
+
+def _mp_cholesky(op, a):
+    a = to_mp(a)
+    lower = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)  # the symmetric matrix NumPy's factor sees
+    return _over_matrices(_mpmath().cholesky, lower)
+
+
+def _mp_solve_with(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x = a⁻¹ b over broadcast batch axes; b a vector (1-D) or a stack of matrices."""
+    mpmath = _mpmath()
+    a, b = to_mp(a), to_mp(b)
+    vector = b.ndim == 1
+    bm = b[:, None] if vector else b
+    batch = np.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    a, bm = np.broadcast_to(a, (*batch, *a.shape[-2:])), np.broadcast_to(bm, (*batch, *bm.shape[-2:]))
+    out = np.empty(bm.shape, dtype=object)
+    for index in np.ndindex(*batch):
+        if a.shape[-1] and bm.shape[-1]:  # (at working precision, the inverse is as good as a solve)
+            x = mpmath.matrix(a[index].tolist()) ** -1 * mpmath.matrix(bm[index].tolist())
+            out[index] = np.array(x.tolist(), dtype=object).reshape(bm.shape[-2:])
+    return out[..., 0] if vector else out
+
+
+def _mp_solve(op, a, b):
+    return _mp_solve_with(a, b)
+
+
+def _mp_solve_triangular(op, a, b):
+    a = to_mp(a)
+    n = a.shape[-1]
+    t = np.tril(a) if op.lower else np.triu(a)
+    if op.unit_diagonal:
+        eye = np.eye(n, dtype=bool)
+        t = np.where(eye, scalar_ops()["mpf"](1), t)
+    return _mp_solve_with(np.swapaxes(t, -1, -2) if op.trans else t, b)
+
+
+def _mp_slogdet(op, a):
+    mpmath = _mpmath()
+    det = _over_matrices(mpmath.det, a, scalar=True)
+    sign = np.frompyfunc(lambda v: mpmath.mpf((v > 0) - (v < 0)), 1, 1)(det)
+    logabsdet = np.frompyfunc(lambda v: mpmath.log(abs(v)) if v != 0 else mpmath.mpf("-inf"), 1, 1)(det)
+    return _objects(sign), _objects(logabsdet)
 
 
 def _logcumsumexp(op, x):

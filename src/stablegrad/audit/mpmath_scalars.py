@@ -146,6 +146,21 @@ def _scalars():
     def logaddexp(a, b):
         return log(exp(a) + exp(b))
 
+    def ndtri(p):  # Φ⁻¹ by Newton on log Φ (mpmath has no inverse normal CDF); the upper half by symmetry
+        if p < 0 or p > 1:
+            return nan
+        if p == 0 or p == 1:
+            return -inf if p == 0 else inf
+        if p > 0.5:
+            return -ndtri(1 - p)  # exact: 1 - p of a float in (1/2, 1) needs no more bits
+        from scipy.special import ndtri as float_ndtri  # the float64 answer starts Newton near its root
+
+        start = mpf(float(float_ndtri(float(p))))
+        return mp.findroot(lambda y: log(mp.ncdf(y)) - log(p), start)
+
+    def betaln(a, b):
+        return log(abs(mp.beta(a, b)))
+
     return {
         "nan": nan,
         "mpf": mpf,
@@ -171,6 +186,9 @@ def _scalars():
         "erfc": guarded(mp.erfc),
         "erfcx": guarded(erfcx),
         "gammaln": guarded(gammaln),
+        "ndtr": guarded(mp.ncdf),
+        "ndtri": guarded(ndtri),
+        "betaln": guarded(betaln),
         "polygamma": polygamma,
         "sqrt": guarded(lambda a: nan if a < 0 else mp.sqrt(a)),
         "add": lambda a, b: a + b,

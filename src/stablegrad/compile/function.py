@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -58,6 +58,8 @@ class Function:
         check_finite: bool = False,
         threads: int | None = None,
     ):
+        if isinstance(inputs, Variable) or not isinstance(inputs, Iterable):
+            raise InputError(f"function: inputs must be a list of symbolic inputs, got {_what(inputs)}; write [x]")
         self.inputs = list(inputs)
         self._single = isinstance(outputs, Variable)
         self.outputs = [outputs] if self._single else list(outputs)
@@ -82,6 +84,7 @@ class Function:
             options = backends.Options(shard=shard, check_finite=advise, threads=threads)
             self._program = target.compile(self.graph, options)
         self._called = False
+        self._checks = [_argument_check(i, v) for i, v in enumerate(self.inputs)]
 
     def explain(self, file=None) -> str:
         """Which rewrites fired, each with the user's source line, e.g.
@@ -95,19 +98,50 @@ class Function:
         """The nodes that run, in order."""
         return self._program.nodes
 
-    def __call__(self, *args):
-        if len(args) != len(self.inputs):
+    def __call__(self, *args, **named):
+        if named:
+            args = self._by_name(args, named)
+        checks = self._checks
+        if len(args) != len(checks):
             names = ", ".join(_name(v, i) for i, v in enumerate(self.inputs))
             raise InputError(f"function: expected {len(self.inputs)} arguments ({names}), got {len(args)}")
-        values = [_check_argument(i, v, a) for i, (v, a) in enumerate(zip(self.inputs, args))]
+        values = [check(a) for check, a in zip(checks, args)]
         if self._called:
             results = self._program.run(values)
         else:  # JAX and Numba compile for the arguments' types on the first call
             with Stages(f"sg.function: first call (backend={self.backend!r} compiles for these arguments)", delay=SLOW):
                 results = self._program.run(values)
             self._called = True
-        results = [np.asarray(r) for r in results]
-        return results[0] if self._single else results
+        if self._single:
+            return np.asarray(results[0])
+        return [np.asarray(r) for r in results]
+
+    def _by_name(self, args: tuple, named: dict) -> tuple:
+        """The arguments in input order, from positional ones and ones named by input name."""
+        slots: list = [*args, *[_MISSING] * (len(self.inputs) - len(args))]
+        for name, value in named.items():
+            matches = [i for i, v in enumerate(self.inputs) if v.name == name]
+            if not matches:
+                names = ", ".join(_name(v, i) for i, v in enumerate(self.inputs))
+                raise InputError(f"function: no input is named {name!r} (inputs: {names})")
+            if len(matches) > 1:
+                raise InputError(f"function: {len(matches)} inputs are named {name!r}; pass them by position")
+            if matches[0] < len(args):
+                raise InputError(f"function: input {name!r} is given twice, by position and by name")
+            slots[matches[0]] = value
+        missing = [_name(v, i) for i, (v, a) in enumerate(zip(self.inputs, slots)) if a is _MISSING]
+        if missing:
+            raise InputError(f"function: missing argument(s) {', '.join(missing)}")
+        return tuple(slots)
+
+
+_MISSING = object()
+
+
+def _what(value) -> str:
+    """How an argument reads in an error: its type, and its value when short."""
+    text = repr(value)
+    return f"{type(value).__name__} {text}" if len(text) <= 40 else type(value).__name__
 
 
 #: `sg.function(inputs, outputs, ...)`: the NumPy-style lower-case name users call
@@ -179,9 +213,43 @@ def _check_signature(inputs: list[Variable], outputs: list[Variable]) -> None:
             )
 
 
-def _check_argument(i: int, var: Variable, value) -> np.ndarray:
-    array = np.asarray(value)
+def _argument_check(i: int, var: Variable) -> Callable[[object], np.ndarray]:
+    """The check of argument i, with the common case (an array of the right dtype and shape) first:
+    a call on small arrays costs a few microseconds, and the full check would be half of them."""
     t = var.type
+    dtype, shape, static = t.dtype, t.shape, None not in t.shape
+
+    def check(value) -> np.ndarray:
+        if type(value) is np.ndarray:
+            array = value
+        elif isinstance(value, int | float | np.generic):  # (a number is an array, cheaply)
+            array = np.asarray(value)
+        else:
+            return _check_argument(i, var, value)
+        if array.dtype == dtype and (array.shape == shape if static else t.accepts(array.shape)):
+            return array
+        return _check_argument(i, var, value)
+
+    return check
+
+
+def _check_argument(i: int, var: Variable, value) -> np.ndarray:
+    t = var.type
+    if isinstance(value, Variable):
+        raise InputError(
+            f"function: argument {i} ({_name(var, i)}) is a symbolic tensor ({value}); a compiled function "
+            "takes values (arrays, numbers) — to build graph, call the ops on it instead"
+        )
+    try:
+        array = np.asarray(value)
+        if array.dtype == object and isinstance(value, int) and t.dtype.kind in "fc":  # past int64: floats hold it
+            array = np.asarray(value, dtype=t.dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InputError(f"function: argument {i} ({_name(var, i)}) is not an array NumPy can read: {exc}") from None
+    if array.dtype.kind in "OSUVMm":  # objects, strings, bytes, dates: not numbers
+        raise InputError(
+            f"function: argument {i} ({_name(var, i)}) must be an array of {t.dtype.name}, got {_what(value)}"
+        )
     if array.ndim != t.ndim:
         raise InputError(
             f"function: argument {i} ({_name(var, i)}) must have {t.ndim} dimensions ({t}), "

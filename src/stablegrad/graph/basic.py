@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..errors import GradientError, StableGradError, user_location
-from . import hooks
+from ..errors import GradientError, InputError, StableGradError, user_location
+from . import hooks, numpy_protocol
 from .types import TensorType
 
 _ids = itertools.count()
@@ -34,7 +34,10 @@ class Variable:
     #: `derivation`: for a gradient `grad` took of a recognised formula, how to take it of the
     #: formula as written instead (what `function(..., recognition=False)` computes); else None
     __slots__ = ("derivation", "id", "index", "name", "owner", "type")
-    __array_priority__ = 1000  # so that ndarray + Variable defers to Variable.__radd__
+    # NumPy hands np.exp(x), np.sum(x), ndarray + x to the tensor, which answers with the sg. function
+    __array_ufunc__ = numpy_protocol.array_ufunc
+    __array_function__ = numpy_protocol.array_function
+    __array__ = numpy_protocol.no_array
 
     def __init__(self, type: TensorType, owner: Apply | None = None, index: int = 0, name: str | None = None):
         self.type = type
@@ -82,6 +85,14 @@ class Variable:
 
     def __ne__(self, other):
         return _ops().not_equal(self, other)
+
+    def __float__(self):
+        raise StableGradError(
+            f"float({self}): a symbolic tensor has no value yet; compute it with .eval() or sg.function "
+            "(math.* functions need numbers: use the sg. function of the same name)"
+        )
+
+    __int__ = __complex__ = __float__
 
     def __bool__(self):
         raise StableGradError(
@@ -221,9 +232,48 @@ class Variable:
     def prod(self, axis=None, keepdims=False):
         return _ops().prod(self, axis=axis, keepdims=keepdims)
 
+    def var(self, axis=None, ddof=0, keepdims=False):
+        return _ops().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis=None, ddof=0, keepdims=False):
+        return _ops().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def argmax(self, axis=None, keepdims=False):
+        return _ops().argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, keepdims=False):
+        return _ops().argmin(self, axis=axis, keepdims=keepdims)
+
+    def cumsum(self, axis=None, dtype=None):
+        return _ops().cumsum(self, axis=axis, dtype=dtype)
+
+    def cumprod(self, axis=None, dtype=None):
+        return _ops().cumprod(self, axis=axis, dtype=dtype)
+
+    def ravel(self):
+        return _ops().ravel(self)
+
+    def flatten(self):
+        """A 1-d copy (graph values are never mutated, so the same as ravel)."""
+        return _ops().ravel(self)
+
+    def swapaxes(self, axis1, axis2):
+        return _ops().swapaxes(self, axis1, axis2)
+
+    def clip(self, min=None, max=None):
+        return _ops().clip(self, min, max)
+
+    def dot(self, other):
+        return _ops().dot(self, other)
+
     def eval(self, inputs: dict | None = None):
         """Compile and run this variable; `inputs` maps input variables to values."""
         inputs = inputs or {}
+        given = {v.id for v in inputs}
+        missing = [v for v in graph_inputs([self]) if v.id not in given]
+        if missing:
+            names = ", ".join(v.name or "an unnamed input" for v in missing)
+            raise InputError(f"eval: the value depends on {names}; give it, e.g. y.eval({{x: np.ones(3)}})")
         return hooks.function.get()(list(inputs), self)(*inputs.values())
 
 

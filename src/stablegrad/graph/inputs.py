@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from .basic import Variable
 from .types import TensorType
 
@@ -22,7 +22,11 @@ def tensor(name: str | None = None, shape: Sequence[int | None] = (), dtype="flo
     for n in shape:
         if n is not None and (not isinstance(n, int | np.integer) or n < 0):
             raise ShapeError(f"tensor: shape entries must be non-negative ints or None, got {shape}")
-    return Variable(TensorType(np.dtype(dtype), tuple(None if n is None else int(n) for n in shape)), name=name)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise DTypeError(f"tensor: {dtype!r} is not a dtype NumPy knows (e.g. 'float64', 'float32', 'int64')") from None
+    return Variable(TensorType(dtype, tuple(None if n is None else int(n) for n in shape)), name=name)
 
 
 def scalar(name: str | None = None, dtype="float64") -> Variable:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+import sys
 
 from .basic import Constant, Variable, toposort
 
@@ -48,15 +48,24 @@ def expression(v: Variable, depth: int = 4, bare: bool = True) -> str:
     return f"{name}({', '.join(args + params)}){suffix}"
 
 
-def dprint(outputs: Variable | Iterable[Variable], file=None) -> str:
-    """A listing of the graph of `outputs`, one node a line, in execution order.
+def dprint(outputs, file=None) -> None:
+    """Print the graph of `outputs` (variables, or a compiled `sg.function`: the graph it runs),
+    one node a line, in execution order, to `file` (default: standard output).
 
     >>> import stablegrad as sg
     >>> x = sg.vector("x")
-    >>> print(sg.dprint(sg.exp(x) + 1), end="")
+    >>> sg.dprint(sg.exp(x) + 1)
     %0 = exp(x)  : float64[?]
     %1 = add(%0, 1.0)  : float64[?]
     """
+    print(listing(outputs), end="", file=file if file is not None else sys.stdout)
+
+
+def listing(outputs) -> str:
+    """What `dprint` prints, as a string."""
+    graph = getattr(outputs, "graph", None)  # a compiled function: its optimised graph
+    if graph is not None and hasattr(graph, "outputs"):
+        outputs = graph.outputs
     outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
     names: dict[int, str] = {}
 
@@ -73,7 +82,4 @@ def dprint(outputs: Variable | Iterable[Variable], file=None) -> str:
         targets = ", ".join(names[o.id] for o in node.outputs)
         types = ", ".join(str(o.type) for o in node.outputs)
         lines.append(f"{targets} = {name}({', '.join([ref(x) for x in node.inputs] + params)})  : {types}")
-    text = "\n".join(lines) + "\n"
-    if file is not None:
-        file.write(text)
-    return text
+    return "\n".join(lines) + "\n"

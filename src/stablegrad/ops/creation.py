@@ -1,4 +1,5 @@
-"""Tensors made from a shape and a fill value: zeros, ones, full, arange, eye and the *_like forms."""
+"""Tensors made from a shape and a fill value: zeros, ones, full, arange, linspace, eye, the *_like forms,
+and the triangle masks tril/triu."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Constant, Op, Variable
 from ..graph.types import TensorType
 from .base import as_operands, as_tensor, zero_grad
-from .shape import as_shape_inputs, reduce_to, shape_tuple, static_dim
+from .elementwise import astype, floor, greater_equal, less_equal, where
+from .shape import as_shape_inputs, reduce_to, reshape, shape_tuple, static_dim
 
 
 @final
@@ -132,3 +134,72 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype="float64"):
 
 def identity(n: int, dtype="float64"):
     return eye(n, dtype=dtype)
+
+
+def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None):
+    """`num` evenly spaced values from start to stop (numpy.linspace); start and stop may be
+    0-d tensors, then the result is differentiable in them.
+
+    >>> import stablegrad as sg
+    >>> sg.linspace(0.0, 1.0, 5).eval()
+    array([0.  , 0.25, 0.5 , 0.75, 1.  ])
+    """
+    if not isinstance(num, int | np.integer) or num < 0:
+        raise ShapeError(f"linspace: num must be a non-negative int, got {num!r}")
+    num = int(num)
+    if not isinstance(start, Variable) and not isinstance(stop, Variable):
+        return Constant(np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype))
+    lo, hi = as_operands(start, stop)
+    if lo.ndim or hi.ndim:
+        raise ShapeError(f"linspace: symbolic start and stop must be 0-d, got {lo.type} and {hi.type}")
+    float_dtype = np.result_type(lo.dtype, hi.dtype, float(num))
+    lo, hi = astype(lo, float_dtype), astype(hi, float_dtype)
+    div = (num - 1) if endpoint else num
+    # NumPy's own formula, so the values agree to the last bit: start + i * (delta / div), then
+    # the last entry set to stop exactly; with div == 0 the step is nan (only i = 0 exists)
+    steps = Constant(np.arange(num, dtype=float_dtype))
+    if div > 0:
+        values = steps * ((hi - lo) / div) + lo
+    else:
+        values = steps * (hi - lo) + lo
+    if endpoint and num > 1:
+        values = values.at[-1].set(hi)
+    if dtype is None:
+        return values
+    dtype = np.dtype(dtype)
+    return astype(floor(values) if dtype.kind in "iu" else values, dtype)  # NumPy floors for integer dtypes
+
+
+def _triangle(x, k: int, op: str, lower: bool) -> Variable:
+    (x,) = as_operands(x)
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: input must be at least 1-d, got a 0-d tensor")
+    if not isinstance(k, int | np.integer):
+        raise ShapeError(f"{op}: k must be an int, got {k!r}")
+    # NumPy's mask tri(*x.shape[-2:]): a 1-d x is broadcast against its own square mask
+    rows, cols = shape_tuple(x)[-2:] if x.ndim >= 2 else shape_tuple(x) * 2
+    offset = reshape(arange(cols), (1, -1)) - reshape(arange(rows), (-1, 1))
+    keep = less_equal(offset, int(k)) if lower else greater_equal(offset, int(k))
+    return where(keep, x, np.zeros((), x.dtype))
+
+
+def tril(x, k: int = 0):
+    """x with the entries above the k-th diagonal zeroed (numpy.tril; on the last two axes).
+
+    >>> import stablegrad as sg
+    >>> sg.tril(sg.constant([[1, 2], [3, 4]])).eval()
+    array([[1, 0],
+           [3, 4]])
+    """
+    return _triangle(x, k, "tril", lower=True)
+
+
+def triu(x, k: int = 0):
+    """x with the entries below the k-th diagonal zeroed (numpy.triu; on the last two axes).
+
+    >>> import stablegrad as sg
+    >>> sg.triu(sg.constant([[1, 2], [3, 4]])).eval()
+    array([[1, 2],
+           [0, 4]])
+    """
+    return _triangle(x, k, "triu", lower=False)

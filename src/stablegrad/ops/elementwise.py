@@ -13,7 +13,7 @@ from typing import final
 import numpy as np
 
 from ..errors import DTypeError
-from ..graph.basic import READS_NOTHING, READS_OUTPUTS, Reads, Variable
+from ..graph.basic import READS_NOTHING, READS_OUTPUTS, Constant, Reads, Variable
 from .base import Cast as Cast  # casts belong to this family; defined in base, which needs them for operands
 from .base import Elementwise, as_operands, astype, zero_grad
 
@@ -387,9 +387,45 @@ def where(condition, x, y):
     return Where()(c, x, y)
 
 
-def clip(x, a_min, a_max):
-    """Limit the values of x to [a_min, a_max]."""
+def clip(x, a_min=None, a_max=None):
+    """Limit the values of x to [a_min, a_max]; a bound of None is no bound (numpy.clip).
+
+    >>> import stablegrad as sg
+    >>> sg.clip(sg.constant([-2.0, 0.5, 3.0]), -1.0, None).eval()
+    array([-1. ,  0.5,  3. ])
+    """
+    if a_min is None and a_max is None:
+        (x,) = as_operands(x)
+        return x
+    if a_min is None or a_max is None:
+        # one bound: the other is the dtype's own extreme, so the result dtype stays NumPy's
+        x, bound = as_operands(x, a_max if a_min is None else a_min)
+        far = Constant(_extreme(np.result_type(x.dtype, bound.dtype), largest=a_max is None))
+        return Clip()(x, bound, far) if a_max is None else Clip()(x, far, bound)
     return Clip()(*as_operands(x, a_min, a_max))
+
+
+def _extreme(dtype: np.dtype, largest: bool) -> np.ndarray:
+    """The value no entry of `dtype` lies beyond: ±inf, an integer type's bound, or True/False."""
+    if dtype.kind in "fc":
+        value = np.inf if largest else -np.inf
+    elif dtype.kind in "iu":
+        value = np.iinfo(dtype).max if largest else np.iinfo(dtype).min
+    else:
+        value = largest
+    return np.asarray(value, dtype)
+
+
+def relu(x):
+    """max(x, 0), entry by entry; its gradient at 0 is 0 (JAX's choice), and NaN stays NaN.
+
+    >>> import stablegrad as sg
+    >>> sg.relu(sg.constant([-1.0, 0.0, 2.0])).eval()
+    array([0., 0., 2.])
+    """
+    (x,) = as_operands(x)
+    # where rather than maximum: maximum splits the gradient in half at the tie x == 0
+    return where(less_equal(x, 0), np.zeros((), x.dtype), x)
 
 
 def invert(x):

@@ -16,12 +16,12 @@ from typing import final
 import numpy as np
 
 from ..errors import ShapeError
-from ..graph.basic import Constant, Op, Reads, Variable
+from ..graph.basic import READS_NOTHING, Constant, Op, Reads, Variable
 from ..graph.types import Shape, TensorType, broadcast_shapes, normalize_axis
 from .base import as_operands, as_tensor, zero_grad
 from .creation import arange, full, zeros_like
-from .elementwise import equal, where
-from .shape import reduce_to, reshape, shape_tuple, size
+from .elementwise import astype, equal, maximum, minimum, where
+from .shape import broadcast_to, concatenate, expand_dims, reduce_to, reshape, shape_tuple, size
 
 ARRAY = "array"
 
@@ -295,3 +295,253 @@ def take_along_axis(arr, indices, axis: int):
             shape[d] = -1
             index.append(reshape(arange(n), shape))
     return getitem(x, tuple(index))
+
+
+# -- sorting ----------------------------------------------------------------------------------------
+@final
+@dataclass(frozen=True)
+class Argsort(Op):
+    """The indices that sort x along `axis`, ties in their original order.
+
+    Always a stable sort: NumPy leaves the order of ties to its default quicksort,
+    and a stable order is one of the orders it may give, the same on every backend.
+    """
+
+    axis: int = -1
+    reads = READS_NOTHING
+
+    def infer(self, x):
+        return [TensorType(np.dtype(np.int64), x.type.shape)]
+
+    def perform(self, x):
+        return np.argsort(x, axis=self.axis, kind="stable").astype(np.int64, copy=False)
+
+    def pullback(self, inputs, outputs, grads):
+        return [zero_grad(inputs[0])]
+
+
+def _sort_operand(x, axis, op: str) -> tuple[Variable, int]:
+    """x (flattened when axis is None) and the non-negative axis to sort along."""
+    (x,) = as_operands(x)
+    if axis is None:
+        return reshape(x, (-1,)), 0
+    if not isinstance(axis, int | np.integer):
+        raise ShapeError(f"{op}: axis must be an int or None, got {axis!r}")
+    return x, normalize_axis(axis, x.ndim, op)[0]
+
+
+def argsort(x, axis=-1):
+    """Indices that sort x along `axis` (of the flattened array when None); ties keep their order.
+
+    >>> import stablegrad as sg
+    >>> sg.argsort(sg.constant([3.0, 1.0, 2.0, 1.0])).eval()
+    array([1, 3, 2, 0])
+    """
+    x, axis = _sort_operand(x, axis, "argsort")
+    return Argsort(axis)(x)
+
+
+def sort(x, axis=-1):
+    """x sorted along `axis` (flattened first when None), as numpy.sort.
+
+    The entries are gathered in `argsort` order, so the gradient goes back to the
+    entry each output came from (at ties: to the one the stable order puts there).
+
+    >>> import stablegrad as sg
+    >>> sg.sort(sg.constant([[3.0, 1.0], [0.0, 2.0]]), axis=0).eval()
+    array([[0., 1.],
+           [3., 2.]])
+    """
+    x, axis = _sort_operand(x, axis, "sort")
+    return take_along_axis(x, Argsort(axis)(x), axis)
+
+
+# -- gathering by position ------------------------------------------------------------------------
+def take(a, indices, axis=None):
+    """Entries of `a` at `indices` along `axis` (of the flattened array when None), as numpy.take.
+
+    Indices out of range are an error, as NumPy's default mode="raise".
+
+    >>> import stablegrad as sg
+    >>> sg.take(sg.constant([[1.0, 2.0], [3.0, 4.0]]), [1, 0, 1], axis=1).eval()
+    array([[2., 1., 2.],
+           [4., 3., 4.]])
+    """
+    (x,) = as_operands(a)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    if not isinstance(axis, int | np.integer):
+        raise ShapeError(f"take: axis must be an int or None, got {axis!r}")
+    axis = normalize_axis(axis, x.ndim, "take")[0]
+    idx = indices if isinstance(indices, Variable) else np.asarray(indices)
+    if idx.dtype.kind not in "iu":
+        raise ShapeError(f"take: indices must be integers, got dtype {idx.dtype}")
+    if not isinstance(idx, Variable) and idx.ndim == 0:
+        idx = int(idx)  # a scalar index drops the axis, as numpy.take's does
+    return getitem(x, (slice(None),) * axis + (idx,))
+
+
+def one_hot(x, num_classes, dtype="float64", axis: int = -1):
+    """One-hot encoding of integer labels: a new axis of length `num_classes` (jax.nn.one_hot).
+
+    Labels outside [0, num_classes) give all-zero rows, as in JAX.
+
+    >>> import stablegrad as sg
+    >>> sg.one_hot(sg.constant([0, 2, 5]), 3).eval()
+    array([[1., 0., 0.],
+           [0., 0., 1.],
+           [0., 0., 0.]])
+    """
+    (labels,) = as_operands(x)
+    if labels.dtype.kind not in "iu":
+        raise ShapeError(f"one_hot: labels must be integers, got {labels.type}")
+    axis = normalize_axis(axis, labels.ndim + 1, "one_hot")[0]
+    shape = [1] * (labels.ndim + 1)
+    shape[axis] = -1
+    classes = reshape(arange(num_classes), shape)
+    return astype(equal(expand_dims(labels, axis), classes), dtype)
+
+
+# -- diagonals and repeats ---------------------------------------------------------------------------
+def diag(v, k: int = 0):
+    """The k-th diagonal of a 2-D x, or a 2-D matrix with a 1-D x on its k-th diagonal (numpy.diag).
+
+    >>> import stablegrad as sg
+    >>> sg.diag(sg.constant([1.0, 2.0]), k=1).eval()
+    array([[0., 1., 0.],
+           [0., 0., 2.],
+           [0., 0., 0.]])
+    """
+    (x,) = as_operands(v)
+    if not isinstance(k, int | np.integer):
+        raise ShapeError(f"diag: k must be an int, got {k!r}")
+    k = int(k)
+    row0, col0 = max(-k, 0), max(k, 0)  # where the diagonal starts
+    if x.ndim == 1:
+        n = shape_tuple(x)[0] + abs(k)
+        rows = arange(shape_tuple(x)[0]) + row0
+        out = full((n, n), np.zeros((), x.dtype))
+        return out.at[rows, rows + (col0 - row0)].set(x)
+    if x.ndim == 2:
+        m, n = shape_tuple(x)
+        length = _nonnegative_min(m - row0, n - col0)
+        rows = arange(length) + row0
+        return getitem(x, (rows, rows + (col0 - row0)))
+    raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {x.type.shape}")
+
+
+def _nonnegative_min(a, b):
+    """max(min(a, b), 0) of extents: an int when both are known, else a 0-d int64 tensor."""
+    if isinstance(a, int) and isinstance(b, int):
+        return max(min(a, b), 0)
+    return maximum(minimum(a, b), 0)
+
+
+def repeat(a, repeats, axis=None):
+    """Each entry repeated `repeats` times along `axis` (flattened first when None), as numpy.repeat.
+
+    `repeats` is an int, or a sequence of ints (one per entry along the axis, whose
+    extent must then be known).
+
+    >>> import stablegrad as sg
+    >>> sg.repeat(sg.constant([[1, 2], [3, 4]]), [1, 2], axis=0).eval()
+    array([[1, 2],
+           [3, 4],
+           [3, 4]])
+    """
+    (x,) = as_operands(a)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    if not isinstance(axis, int | np.integer):
+        raise ShapeError(f"repeat: axis must be an int or None, got {axis!r}")
+    axis = normalize_axis(axis, x.ndim, "repeat")[0]
+    counts = np.asarray(repeats)
+    if counts.size == 0:  # [] for an empty axis: NumPy reads it as ints
+        counts = counts.astype(np.int64)
+    if counts.dtype.kind not in "iu" or counts.ndim > 1 or np.any(counts < 0):
+        raise ShapeError(f"repeat: repeats must be non-negative ints, got {repeats!r}")
+    dims = shape_tuple(x)
+    if counts.ndim == 0 or counts.size == 1:
+        # every entry the same number of times: a broadcast along a new axis, merged into `axis`
+        r = int(counts.reshape(()))
+        wide = expand_dims(x, axis + 1)
+        target = (*dims[: axis + 1], r, *dims[axis + 1 :])
+        return reshape(broadcast_to(wide, target), (*dims[:axis], dims[axis] * r, *dims[axis + 1 :]))
+    if x.type.shape[axis] != counts.size:
+        raise ShapeError(
+            f"repeat: {counts.size} repeats for axis {axis} of extent "
+            f"{'unknown' if x.type.shape[axis] is None else x.type.shape[axis]} (shape {x.type.shape})"
+        )
+    positions = np.repeat(np.arange(counts.size), counts)
+    return getitem(x, (slice(None),) * axis + (positions,))
+
+
+# -- padding --------------------------------------------------------------------------------------------
+#: the modes whose padding copies entries of x: each output entry is x at a position np.pad finds
+_COPYING_MODES = ("edge", "reflect", "symmetric", "wrap")
+
+
+def pad(x, pad_width, mode: str = "constant", constant_values=0):
+    """x padded along each axis, as numpy.pad with mode "constant", "edge", "reflect", "symmetric" or "wrap".
+
+    `pad_width` and `constant_values` take NumPy's forms: a scalar, (before, after), or
+    one pair per axis.  Axes are padded in order, so a corner takes the value of the
+    last axis padded, as NumPy's.  Constant padding works with unknown extents; the
+    copying modes gather x at the positions np.pad gives an `arange` of the axis, so
+    they need the padded axes' extents statically.  Gradients: x's part of the cotangent,
+    plus (copying modes) what the copies of each entry received.
+
+    >>> import stablegrad as sg
+    >>> sg.pad(sg.constant([1.0, 2.0]), (1, 2), constant_values=9.0).eval()
+    array([9., 1., 2., 9., 9.])
+    >>> sg.pad(sg.constant([1.0, 2.0, 3.0]), 2, mode="reflect").eval()
+    array([3., 2., 1., 2., 3., 2., 1.])
+    """
+    (x,) = as_operands(x)
+    if mode != "constant" and mode not in _COPYING_MODES:
+        raise ShapeError(
+            f"pad: mode {mode!r} is not supported (only 'constant', {', '.join(map(repr, _COPYING_MODES))})"
+        )
+    widths = _pad_pairs(pad_width, x.ndim, "pad_width")
+    if widths.dtype.kind not in "iu" or np.any(widths < 0):
+        raise ShapeError(f"pad: pad_width must be non-negative ints, got {pad_width!r}")
+    values = _pad_pairs(constant_values, x.ndim, "constant_values")
+    for axis in range(x.ndim):
+        before, after = (int(w) for w in widths[axis])
+        if before == after == 0:
+            continue
+        if mode == "constant":
+            blocks = [_pad_block(x, axis, w, values[axis, side]) for side, w in enumerate((before, after))]
+            x = concatenate([p for p in (blocks[0], x, blocks[1]) if p is not None], axis=axis)
+        else:
+            x = getitem(x, (slice(None),) * axis + (_pad_positions(x, axis, before, after, mode),))
+    return x
+
+
+def _pad_pairs(value, ndim: int, what: str) -> np.ndarray:
+    """NumPy's forms of a per-axis (before, after) argument (n, (n,), (b, a), ((b, a), ...)) as (ndim, 2)."""
+    try:
+        return np.broadcast_to(np.asarray(value), (ndim, 2))
+    except ValueError:
+        raise ShapeError(
+            f"pad: {what} {value!r} cannot be broadcast to ({ndim}, 2), a (before, after) per axis"
+        ) from None
+
+
+def _pad_block(x: Variable, axis: int, width: int, value) -> Variable | None:
+    """A block shaped like x but `width` long along `axis`, filled with `value` cast to x's dtype (as NumPy)."""
+    if width == 0:
+        return None
+    extent = list(shape_tuple(x))
+    extent[axis] = width
+    return broadcast_to(Constant(np.asarray(value).astype(x.dtype)), extent)
+
+
+def _pad_positions(x: Variable, axis: int, before: int, after: int, mode: str) -> np.ndarray:
+    """Which entry of the axis each padded position copies: NumPy's own answer, for an arange."""
+    n = x.type.shape[axis]
+    if n is None:
+        raise ShapeError(f"pad: mode {mode!r} needs the extent of axis {axis} known statically (shape {x.type.shape})")
+    if n == 0:
+        raise ShapeError(f"pad: can't extend empty axis {axis} using modes other than 'constant'")
+    return np.pad(np.arange(n), (before, after), mode=mode)  # type: ignore[call-overload]  # (a checked mode name)

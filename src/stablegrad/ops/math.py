@@ -17,11 +17,13 @@ import scipy.special as sps
 
 from ..graph.basic import ALL, READS_OUTPUTS, Constant, Reads
 from .base import Elementwise, as_operands, astype
-from .elementwise import equal, square, where
+from .elementwise import equal, floor, square, where
 
 _LN2 = _pymath.log(2.0)
 _LN10 = _pymath.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / _pymath.sqrt(_pymath.pi)
+_SQRT_2PI = _pymath.sqrt(2.0 * _pymath.pi)
+_SQRT_HALF = _pymath.sqrt(0.5)
 
 
 @final
@@ -345,6 +347,136 @@ class Polygamma(Elementwise):
         return "digamma" if self.n == 0 else f"polygamma[{self.n}]"
 
 
+def _exp_half_square(x, sign: float):
+    """exp(sign·x²/2) to about an ulp, also where x² is not exact in the format.
+
+    exp(-x²/2) of a rounded x² is off by x²/2 times the rounding (2e-13 at x = 30).  With
+    x = hi + lo, hi on a grid of 2⁻²⁰ (2⁻⁸ in float32), hi² is exact, and
+    x² = hi² + lo·(hi + x) leaves only a small term to round.  |x| is clamped to 40 (15 in
+    float32), past which the result has under- or overflowed anyway.  The derivative
+    passes through lo and hi + x (floor has none): sign·x·exp(sign·x²/2), as it should.
+    """
+    wide = x.dtype == np.float64
+    bound, grid = (40.0, 2.0**20) if wide else (15.0, 2.0**8)
+    x = where(x > bound, bound, where(x < -bound, -bound, x))  # (NaN stays NaN)
+    hi = floor(x * grid) / grid
+    lo = x - hi
+    e = exp((0.5 * sign) * square(hi))
+    # e·expm1(r) is inf·0 = NaN where exp(+x²/2) overflows at a grid point (ndtri at p = 0, 1)
+    return where(equal(e, np.inf), e, e + e * expm1((0.5 * sign) * (lo * (hi + x))))
+
+
+def _lower_ndtr(x: np.ndarray) -> np.ndarray:
+    """Φ(x) for float64 x <= -1 as erfcx(-x/√2)·exp(-x²/2)/2, with x = hi + lo, hi on a grid of 2⁻²⁰
+    (hi² exact) and x² = hi² + lo·(hi + x); x is clamped at -40, where Φ has underflowed."""
+    x = np.maximum(x, -40.0)
+    hi = np.floor(x * 2.0**20) / 2.0**20
+    lo = x - hi
+    e = np.exp(-0.5 * np.square(hi))
+    return 0.5 * sps.erfcx(-x * _SQRT_HALF) * (e + e * np.expm1(-0.5 * (lo * (hi + x))))
+
+
+@final
+@dataclass(frozen=True)
+class Ndtr(Elementwise):
+    """Φ(x), the standard normal CDF (scipy.special.ndtr), to about an ulp in the lower tail.
+
+    SciPy's erfc(-x/√2)/2 carries the rounding of x/√2 into erfc's exponent: 6e-14 relative
+    at x = -30; and it flushes Φ to 0 below x ≈ -37.5, where Φ is still subnormal.  Below
+    x = -1 this is erfcx(-x/√2)·exp(-x²/2)/2 instead, with x² split so nothing is rounded
+    into the exponent (see `_lower_ndtr`).  Pullback: the density φ(x) = exp(-x²/2)/√(2π),
+    likewise.
+    """
+
+    def perform(self, x):
+        x = np.asarray(x)
+        dtype = sps.ndtr(np.ones((), x.dtype)).dtype
+        wide = x.astype(np.float64)
+        with np.errstate(under="ignore", invalid="ignore"):
+            out = np.where(wide < -1.0, _lower_ndtr(np.minimum(wide, -1.0)), sps.ndtr(wide))
+        return out.astype(dtype, copy=False)[()]
+
+    def pullback(self, inputs, outputs, grads):
+        g = grads[0]
+        x = astype(inputs[0], g.dtype)  # an integer operand's (discarded) gradient still needs a float graph
+        return [g * (_exp_half_square(x, -1.0) / _SQRT_2PI)]
+
+
+@final
+@dataclass(frozen=True)
+class Ndtri(Elementwise):
+    """Φ⁻¹(p), the inverse of the standard normal CDF (scipy.special.ndtri).
+
+    Pullback, from the output y: dy/dp = 1/φ(y) = √(2π)·exp(y²/2), exponent unrounded
+    (1e298 at p = 1e-300; it overflows only where the true slope does).  Reads its output.
+    """
+
+    reads = READS_OUTPUTS
+
+    def perform(self, p):
+        return sps.ndtri(p)
+
+    def pullback(self, inputs, outputs, grads):
+        return [grads[0] * (_SQRT_2PI * _exp_half_square(outputs[0], 1.0))]
+
+
+#: Stirling's correction w(x) = log Γ(x) - (x - ½) log x + x - ½ log 2π ~ Σ B₂ₖ / (2k(2k-1) x²ᵏ⁻¹), k = 1..6:
+#: its truncation is below 1e-17 from x = 20 on
+_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360)
+#: from here on betaln takes log Γ(large) - log Γ(large + small) from Stirling's series
+_BETALN_STIRLING_FROM = 20.0
+
+
+def _stirling_correction(x: np.ndarray) -> np.ndarray:
+    u = 1 / (x * x)
+    total = np.full_like(x, _STIRLING[-1])
+    for c in reversed(_STIRLING[:-1]):
+        total = total * u + c
+    return total / x
+
+
+def _betaln(a, b):
+    """log|B(a, b)| in float64, to a few ulps also where one argument is large.
+
+    scipy.special.betaln loses digits there (3e-8 relative at (0.14, 9.7e5), 3e-11 at (1e6, 0.7)):
+    log Γ(large) - log Γ(large + small) cancels.  With the larger argument at least 20 it is
+    -(large - ½)·log1p(small/large) - small·log(large + small) + small + w(large) - w(large + small)
+    (Stirling's series w), with no large terms left to cancel; elsewhere SciPy's, exact there.
+    """
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    small, large = np.minimum(a, b), np.maximum(a, b)
+    far = (large >= _BETALN_STIRLING_FROM) & (small > 0) & np.isfinite(large)  # (an infinite argument: SciPy's -inf)
+    big, little = np.where(far, large, _BETALN_STIRLING_FROM), np.where(far, small, 1.0)
+    with np.errstate(all="ignore"):
+        stirling = (
+            sps.gammaln(little)
+            - (big - 0.5) * np.log1p(little / big)
+            - little * np.log(big + little)
+            + little
+            + (_stirling_correction(big) - _stirling_correction(big + little))
+        )
+        return np.where(far, stirling, sps.betaln(a, b))
+
+
+@final
+@dataclass(frozen=True)
+class Betaln(Elementwise):
+    """log|B(a, b)| (scipy.special.betaln, more accurate for a large argument: see `_betaln`).
+
+    Pullback: ψ(a) - ψ(a + b) and ψ(b) - ψ(a + b).  (These cancel for a large argument:
+    relative error about ψ(a)·eps / |ψ(a) - ψ(a + b)|, 3e-5 at (1e10, 1.5).)
+    """
+
+    def perform(self, a, b):
+        dtype = np.result_type(sps.betaln(np.ones((), np.asarray(a).dtype), np.ones((), np.asarray(b).dtype)))
+        return _betaln(a, b).astype(dtype, copy=False)[()]
+
+    def pullback(self, inputs, outputs, grads):
+        (a, b), (g,) = inputs, grads
+        both = digamma(a + b)
+        return [g * (digamma(a) - both), g * (digamma(b) - both)]
+
+
 def _unary(op, doc: str):
     def apply(x):
         return op(*as_operands(x))
@@ -382,3 +514,41 @@ def power(x, y):
 def polygamma(n: int, x):
     """ψ⁽ⁿ⁾(x) (scipy.special.polygamma), n a non-negative Python int."""
     return Polygamma(int(n))(*as_operands(x))
+
+
+def betaln(a, b):
+    """log|B(a, b)|, the log of the beta function (scipy.special.betaln).
+
+    >>> import numpy as np, stablegrad as sg
+    >>> a = sg.vector("a")
+    >>> [round(float(v), 12) for v in sg.function([a], sg.betaln(a, 2.0))(np.array([1.0, 3.0]))]  # log 1/2, log 1/12
+    [-0.69314718056, -2.484906649788]
+    """
+    return Betaln()(*as_operands(a, b))
+
+
+def ndtr(x):
+    """The standard normal CDF Φ(x), elementwise (scipy.special.ndtr); its gradient is the density φ(x).
+
+    Relatively accurate in the lower tail (subnormal down to x ≈ -38.5); for log Φ past
+    that, or where Φ rounds to 1, use `log_ndtr`.
+
+    >>> import numpy as np, stablegrad as sg
+    >>> x = sg.vector("x")
+    >>> [f"{v:.6g}" for v in sg.function([x], sg.ndtr(x))(np.array([-30.0, 0.0, 1.0]))]
+    ['4.90671e-198', '0.5', '0.841345']
+    """
+    return Ndtr()(*as_operands(x))
+
+
+def ndtri(p):
+    """Φ⁻¹(p), the inverse of the standard normal CDF, elementwise (scipy.special.ndtri).
+
+    Its gradient 1/φ(Φ⁻¹(p)) is computed without rounding the exponent (2.7e298 at p = 1e-300).
+
+    >>> import numpy as np, stablegrad as sg
+    >>> p = sg.vector("p")
+    >>> [f"{v:.6g}" for v in sg.function([p], sg.ndtri(p))(np.array([1e-300, 0.5, 0.975]))]
+    ['-37.0471', '0', '1.95996']
+    """
+    return Ndtri()(*as_operands(p))

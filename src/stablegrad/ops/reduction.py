@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any as _Any
-from typing import final
+from typing import ClassVar, final
 
 import numpy as np
 
@@ -17,8 +17,9 @@ from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Op, Reads, Variable
 from ..graph.types import TensorType, normalize_axis
 from .base import as_operands, zero_grad
-from .elementwise import astype, equal, logical_not, maximum, sqrt, square, where
-from .shape import ExpandDims, broadcast_to, shape_tuple
+from .elementwise import astype, equal, logical_and, logical_not, logical_or, maximum, sqrt, square, where
+from .indexing import getitem
+from .shape import ExpandDims, broadcast_to, reshape, shape_tuple
 
 
 @dataclass(frozen=True)
@@ -270,3 +271,117 @@ def count_nonzero(x, axis=None):
     """Number of non-zero entries over `axis`."""
     (x,) = as_operands(x)
     return sum(astype(logical_not(equal(x, 0)), np.int64), axis=axis)
+
+
+# -- running sums and products ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Cumulative(Op):
+    """Abstract: a running reduction along one (non-negative) axis; the output is shaped like x."""
+
+    axis: int = 0
+
+    def infer(self, x):
+        # NumPy's accumulation dtype (int32 and bool accumulate in int64, as sum does), read off NumPy
+        dtype = np.asarray(self.perform(np.ones((1,) * x.ndim, x.dtype))).dtype
+        return [TensorType(dtype, x.type.shape)]
+
+    def _reversed_cumsum(self, g: Variable) -> Variable:
+        """Σ_{i>=j} g[i] along the axis: a running sum from the far end."""
+        flip = (slice(None),) * self.axis + (slice(None, None, -1),)
+        return getitem(CumSum(self.axis)(getitem(g, flip)), flip)
+
+
+@final
+@dataclass(frozen=True)
+class CumSum(_Cumulative):
+    """Running sum along `axis`; its pullback is the running sum of g taken from the far end."""
+
+    public_name: ClassVar[str] = "cumsum"
+    reads = READS_NOTHING
+
+    def perform(self, x):
+        return np.cumsum(x, axis=self.axis)
+
+    def pullback(self, inputs, outputs, grads):
+        (x,), (g,) = inputs, grads
+        if not x.type.is_float():
+            return [zero_grad(x)]
+        return [self._reversed_cumsum(g)]
+
+
+@final
+@dataclass(frozen=True)
+class CumProd(_Cumulative):
+    """Running product along `axis`.
+
+    d out[i] / d x[j] is the product of x[:i+1] without x[j], summed against g over i >= j:
+
+    - before the first zero, reversed-cumsum(g·out) / x;
+    - at the first zero, the same sum with that zero replaced by 1 (`tail`: no division by it);
+    - between the first and the second zero, the zero times `tail` / x; at the second zero,
+      the first zero times the sum with both replaced by 1.  Both are 0, but, as Prod's
+      pullback does, they keep the zero in the formula as a value, so that the second
+      derivative (the Hessian) is right at zeros too;
+    - past the second zero, 0 with zero derivative (every product there holds two zeros).
+    """
+
+    public_name: ClassVar[str] = "cumprod"
+    reads = Reads(inputs=(0,), outputs=(0,))
+
+    def perform(self, x):
+        return np.cumprod(x, axis=self.axis)
+
+    def pullback(self, inputs, outputs, grads):
+        (x,), (out,), (g,) = inputs, outputs, grads
+        if not x.type.is_float():
+            return [zero_grad(x)]
+        is_zero = equal(x, 0)
+        zeros_so_far = CumSum(self.axis)(astype(is_zero, np.int64))  # zeros in x[:j+1]
+        before = equal(zeros_so_far, 0)
+        first_zero = logical_and(is_zero, equal(zeros_so_far, 1))
+        between = logical_and(logical_not(is_zero), equal(zeros_so_far, 1))
+        second_zero = logical_and(is_zero, equal(zeros_so_far, 2))
+        tail = self._reversed_cumsum(g * CumProd(self.axis)(where(first_zero, 1, x)))
+        tail2 = self._reversed_cumsum(g * CumProd(self.axis)(where(logical_or(first_zero, second_zero), 1, x)))
+        the_zero = Sum((self.axis,), keepdims=True)(where(first_zero, x, 0))  # 0, as a value of x
+        safe = where(logical_or(before, between), x, 1)
+        # a sum of one-level wheres (each position is in exactly one part), not nested ones: the
+        # rewrite that masks the gradients of unselected branches walks nested wheres for minutes
+        grad = (
+            where(before, self._reversed_cumsum(g * out) / safe, 0)
+            + where(first_zero, tail, 0)
+            + the_zero * (where(between, tail / safe, 0) + where(second_zero, tail2, 0))
+        )
+        return [grad]
+
+
+def _cumulative(cls, op: str, x, axis, dtype):
+    (x,) = as_operands(x)
+    if dtype is not None:  # NumPy accumulates in `dtype`: the same as casting first
+        x = astype(x, dtype)
+    if axis is None:  # NumPy runs over the flattened array
+        x, axis = reshape(x, (-1,)), 0
+    if not isinstance(axis, int | np.integer):
+        raise ShapeError(f"{op}: axis must be an int or None, got {axis!r}")
+    return cls(normalize_axis(axis, x.ndim, op)[0])(x)
+
+
+def cumsum(x, axis=None, dtype=None):
+    """Running sum along `axis` (of the flattened array when None), as numpy.cumsum.
+
+    >>> import stablegrad as sg
+    >>> sg.cumsum(sg.constant([[1, 2], [3, 4]]), axis=0).eval()
+    array([[1, 2],
+           [4, 6]])
+    """
+    return _cumulative(CumSum, "cumsum", x, axis, dtype)
+
+
+def cumprod(x, axis=None, dtype=None):
+    """Running product along `axis` (of the flattened array when None), as numpy.cumprod.
+
+    >>> import stablegrad as sg
+    >>> sg.cumprod(sg.constant([1.0, 2.0, 3.0])).eval()
+    array([1., 2., 6.])
+    """
+    return _cumulative(CumProd, "cumprod", x, axis, dtype)

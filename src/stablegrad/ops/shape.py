@@ -125,8 +125,17 @@ def reshape(x, shape):
 
 
 def ravel(x):
-    """x flattened to one dimension."""
+    """x flattened to one dimension, in C order.
+
+    >>> import stablegrad as sg
+    >>> sg.ravel(sg.constant([[1, 2], [3, 4]])).eval()
+    array([1, 2, 3, 4])
+    """
     return reshape(x, (-1,))
+
+
+#: ndarray.flatten (a copy in NumPy; graph values are never mutated, so the same as ravel here)
+flatten = ravel
 
 
 # -- transpose ------------------------------------------------------------------------------------
@@ -461,3 +470,26 @@ def stack(arrays, axis: int = 0):
 def atleast_1d(x):
     (x,) = as_operands(x)
     return reshape(x, (1,)) if x.ndim == 0 else x
+
+
+# -- tiling and padding ----------------------------------------------------------------------------
+def tile(x, reps):
+    """x repeated `reps` times along each axis, as numpy.tile (reps: an int or a tuple of ints).
+
+    A broadcast along new axes interleaved with x's, then merged into them: no copy loop.
+
+    >>> import stablegrad as sg
+    >>> sg.tile(sg.constant([1, 2]), (2, 2)).eval()
+    array([[1, 2, 1, 2],
+           [1, 2, 1, 2]])
+    """
+    (x,) = as_operands(x)
+    reps = (reps,) if isinstance(reps, int | np.integer) else tuple(reps)
+    if not all(isinstance(r, int | np.integer) and r >= 0 for r in reps):
+        raise ShapeError(f"tile: reps must be non-negative ints, got {reps!r}")
+    ndim = max(x.ndim, len(reps))
+    reps = (1,) * (ndim - len(reps)) + tuple(int(r) for r in reps)
+    dims = (1,) * (ndim - x.ndim) + shape_tuple(x)  # NumPy gives x leading unit axes first
+    interleaved = reshape(x, [d for n in dims for d in (1, n)])
+    wide = broadcast_to(interleaved, [d for r, n in zip(reps, dims) for d in (r, n)])
+    return reshape(wide, [r * n for r, n in zip(reps, dims)])

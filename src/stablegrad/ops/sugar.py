@@ -8,6 +8,7 @@ from .elementwise import (
     abs,
     add,
     astype,
+    clip,
     divide,
     equal,
     floor_divide,
@@ -27,17 +28,23 @@ from .elementwise import (
 )
 from .indexing import AtIndexer as at
 from .indexing import getitem
-from .linalg import matmul
+from .linalg import dot, matmul
 from .math import power
-from .reduction import max, mean, min, prod, sum
-from .shape import reshape, shape_tuple, size, transpose
+from .reduction import argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var
+from .shape import ravel, reshape, shape_tuple, size, swapaxes, transpose
 
 __all__ = [
     "abs",
     "add",
+    "argmax",
+    "argmin",
     "astype",
     "at",
+    "clip",
+    "cumprod",
+    "cumsum",
     "divide",
+    "dot",
     "equal",
     "floor_divide",
     "getitem",
@@ -59,10 +66,14 @@ __all__ = [
     "not_equal",
     "power",
     "prod",
+    "ravel",
     "reshape",
     "shape_tuple",
     "size",
+    "std",
     "subtract",
     "sum",
+    "swapaxes",
     "transpose",
+    "var",
 ]

@@ -28,7 +28,7 @@ import jax.scipy.special as jsp
 import numpy as np
 
 from ...errors import ExecutionError, ShapeError, StableGradError
-from ...ops import creation, elementwise, indexing, linalg, reduction, shape
+from ...ops import creation, decompositions, elementwise, indexing, linalg, reduction, shape
 from ...ops import math as math_ops
 from ...ops.base import _numpy_result_dtype
 from ...ops.stable._common import MaxShift
@@ -123,6 +123,7 @@ SCIPY_UFUNCS: dict[type, Callable] = {
     math_ops.Erfc: jsp.erfc,
     math_ops.Erfcx: jsp.erfcx,
     math_ops.Gammaln: jsp.gammaln,
+    math_ops.Ndtri: jsp.ndtri,  # (added with the dense linear algebra block below: betaln and ndtr are there)
 }
 
 _FLOAT64 = np.dtype(np.float64)
@@ -249,11 +250,13 @@ def lower_all(op, x):
 
 def lower_arg_extremum(op, x):
     fn = jnp.argmax if op.kind == "argmax" else jnp.argmin
-    if math.prod(x.shape) == 0:
+    along = len(op.axes) == 1 and x.ndim > 0
+    # empty only if the axis searched is: argmax(zeros((1, 0)), axis=0) is an empty result, as NumPy's
+    if (x.shape[op.axes[0]] if along else math.prod(x.shape)) == 0:
         raise LoweringError(
             ExecutionError, f"{op.name}: attempt to get {op.kind} of an empty sequence (shape {x.shape})"
         )
-    if len(op.axes) == 1 and x.ndim > 0:
+    if along:
         return fn(x, axis=op.axes[0], keepdims=op.keepdims)
     out = fn(jnp.ravel(x))
     return jnp.reshape(out, (1,) * x.ndim) if op.keepdims else out
@@ -372,6 +375,94 @@ def lower_einsum(op, *xs):
     return jnp.einsum(op.subscripts, *_cast(xs, np.result_type(*(x.dtype for x in xs))), precision=HIGHEST)
 
 
+# -- dense linear algebra (ops.decompositions) and betaln: one block, kept together -----------------------
+def _as_batched_columns(a, b, vector: bool) -> tuple:
+    """a and b (a 1-D b as one column) broadcast to the same batch axes: lax's solvers do not broadcast."""
+    bm = b[:, None] if vector else b
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], bm.shape[:-2]))
+    return jnp.broadcast_to(a, batch + a.shape[-2:]), jnp.broadcast_to(bm, batch + bm.shape[-2:])
+
+
+def lower_cholesky(op, a):
+    """The lower factor from the lower triangle only, as NumPy (jnp.linalg.cholesky would symmetrize A)."""
+    return jax.lax.linalg.cholesky(jnp.asarray(a), symmetrize_input=False)
+
+
+def lower_solve_triangular(op, a, b):
+    vector = b.ndim == 1
+    am, bm = _as_batched_columns(a, b, vector)
+    x = jax.lax.linalg.triangular_solve(
+        am, bm, left_side=True, lower=op.lower, transpose_a=bool(op.trans), unit_diagonal=op.unit_diagonal
+    )
+    return x[..., 0] if vector else x
+
+
+def lower_solve(op, a, b):
+    vector = b.ndim == 1
+    x = jnp.linalg.solve(*_as_batched_columns(a, b, vector))
+    return x[..., 0] if vector else x
+
+
+def lower_inv(op, a):
+    return jnp.linalg.inv(a)
+
+
+def lower_det(op, a):
+    return jnp.linalg.det(a)
+
+
+def lower_slogdet(op, a):
+    sign, logabsdet = jnp.linalg.slogdet(a)
+    return sign, logabsdet
+
+
+def _stirling_correction(x):
+    """Stirling's correction w(x) = log Γ(x) - (x - ½) log x + x - ½ log 2π (`ops.math._STIRLING`)."""
+    u = 1 / (x * x)
+    total = math_ops._STIRLING[-1]
+    for c in reversed(math_ops._STIRLING[:-1]):
+        total = total * u + c
+    return total / x
+
+
+def lower_betaln(op, a, b):
+    """betaln as `ops.math._betaln` computes it (jax.scipy.special.betaln is off by 4e-7 at (10, 0.5)).
+
+    Narrower floats compute in float64.  Where the larger argument is at least 20,
+    log Γ(large) - log Γ(large + small) comes from Stirling's series, so the two huge
+    log-gammas never cancel; elsewhere the three log-gammas, which are small there.
+    """
+    dtype = _numpy_result_dtype(op, (np.dtype(a.dtype), np.dtype(b.dtype)))
+    compute = _FLOAT64 if dtype.kind != "f" or dtype.itemsize < 8 else dtype
+    a, b = _cast([a, b], compute)
+    small, large = jnp.minimum(a, b), jnp.maximum(a, b)
+    # (an infinite argument stays with the three log-gammas: SciPy's -inf)
+    far = (large >= math_ops._BETALN_STIRLING_FROM) & (small > 0) & jnp.isfinite(large)
+    big = jnp.where(far, large, math_ops._BETALN_STIRLING_FROM)  # each branch sees its own arguments
+    little = jnp.where(far, small, 1.0)
+    stirling = (
+        jsp.gammaln(little)
+        - (big - 0.5) * jnp.log1p(little / big)
+        - little * jnp.log(big + little)
+        + little
+        + (_stirling_correction(big) - _stirling_correction(big + little))
+    )
+    direct = jsp.gammaln(a) + jsp.gammaln(b) - jsp.gammaln(a + b)
+    return jnp.where(far, stirling, direct).astype(dtype)
+
+
+def lower_ndtr(op, x):
+    """Φ as `Ndtr.perform`: below -1, erfcx(-x/√2)·exp(-x²/2)/2 with x² split exactly (hi on a 2⁻²⁰ grid)."""
+    dtype = _numpy_result_dtype(op, (np.dtype(x.dtype),))
+    x = jnp.asarray(x, dtype=_FLOAT64)
+    t = jnp.clip(x, -40.0, -1.0)  # the tail branch sees only its own arguments
+    hi = jnp.floor(t * 2.0**20) / 2.0**20
+    lo = t - hi
+    e = jnp.exp(-0.5 * jnp.square(hi))
+    tail = 0.5 * jsp.erfcx(-t * math.sqrt(0.5)) * (e + e * jnp.expm1(-0.5 * (lo * (hi + t))))
+    return jnp.where(x < -1.0, tail, jsp.ndtr(x)).astype(dtype)
+
+
 # -- creation ---------------------------------------------------------------------------------------------
 def lower_alloc(op, value, *dims):
     return jnp.broadcast_to(jnp.asarray(value), static_ints(dims, "full"))
@@ -407,6 +498,19 @@ def lower_labels_in_range(op, labels, n):
     return labels
 
 
+# -- running sums and products, sorting (issue 19: cumsum, cumprod, argsort) -------------------------------
+def lower_cumulative(op, x):
+    """cumsum/cumprod, accumulated in NumPy's dtype (int32 and bool in int64), as `lower_sum`."""
+    (x,) = _cast([jnp.asarray(x)], _reduction_dtype(op, np.dtype(x.dtype), x.ndim))
+    fn = jnp.cumsum if isinstance(op, reduction.CumSum) else jnp.cumprod
+    return fn(x, axis=op.axis)
+
+
+def lower_argsort(op, x):
+    """A stable argsort, as the op's `perform` (NaNs last, as NumPy's)."""
+    return jnp.argsort(x, axis=op.axis, stable=True).astype(np.int64)
+
+
 LOWERINGS: dict[type, Callable] = {
     **dict.fromkeys(UFUNCS, lower_ufunc),
     **dict.fromkeys(SCIPY_UFUNCS, lower_scipy_ufunc),
@@ -436,9 +540,22 @@ LOWERINGS: dict[type, Callable] = {
     indexing.IndexUpdate: lower_index_update,
     linalg.Matmul: lower_matmul,
     linalg.Einsum: lower_einsum,
+    # dense linear algebra (ops.decompositions) and betaln
+    decompositions.Cholesky: lower_cholesky,
+    decompositions.SolveTriangular: lower_solve_triangular,
+    decompositions.Solve: lower_solve,
+    decompositions.Inv: lower_inv,
+    decompositions.Det: lower_det,
+    decompositions.Slogdet: lower_slogdet,
+    math_ops.Betaln: lower_betaln,
+    math_ops.Ndtr: lower_ndtr,
     creation.Alloc: lower_alloc,
     creation.Arange: lower_arange,
     MaxShift: lower_max_shift,
     LogCumSumExp: lower_log_cum_sum_exp,
     LabelsInRange: lower_labels_in_range,
+    # issue 19: running sums and products, sorting
+    reduction.CumSum: lower_cumulative,
+    reduction.CumProd: lower_cumulative,
+    indexing.Argsort: lower_argsort,
 }
