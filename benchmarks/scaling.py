@@ -34,25 +34,31 @@ def unrolled_hmm(steps: int):
 
 
 def measure(steps: int) -> dict[str, float]:
+    """Times from one run, memory from another (tracemalloc slows Python down twofold and more)."""
     gc.collect()
     started = time.perf_counter()
     inputs, cost = unrolled_hmm(steps)
     built = time.perf_counter()
+    grads = sg.grad(cost, inputs[:2])
+    differentiated = time.perf_counter()
+    f = sg.function(inputs, [cost, *grads])
+    compiled = time.perf_counter()
+    nodes = len(f.nodes)
+    rng = np.random.default_rng(0)
+    args = [np.log(rng.dirichlet(np.ones(K), K)), rng.standard_normal((steps, K)), np.full(K, -np.log(K))]
+    assert all(np.isfinite(v).all() for v in f(*args))
+    del f, grads
+    gc.collect()
+    inputs, cost = unrolled_hmm(steps)
     tracemalloc.start()
     grads = sg.grad(cost, inputs[:2])
     grad_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.reset_peak()
-    differentiated = time.perf_counter()
-    f = sg.function(inputs, [cost, *grads])
+    sg.function(inputs, [cost, *grads])
     compile_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    compiled = time.perf_counter()
-    rng = np.random.default_rng(0)
-    args = [np.log(rng.dirichlet(np.ones(K), K)), rng.standard_normal((steps, K)), np.full(K, -np.log(K))]
-    values = f(*args)
-    assert all(np.isfinite(v).all() for v in values)
     return {
-        "nodes": len(f.nodes),
+        "nodes": float(nodes),
         "build s": built - started,
         "grad s": differentiated - built,
         "compile s": compiled - differentiated,
