@@ -366,14 +366,14 @@ def _exp_half_square(x, sign: float):
     return where(equal(e, np.inf), e, e + e * expm1((0.5 * sign) * (lo * (hi + x))))
 
 
-def _lower_ndtr(x: np.ndarray) -> np.ndarray:
-    """Φ(x) for float64 x <= -1 as erfcx(-x/√2)·exp(-x²/2)/2, with x = hi + lo, hi on a grid of 2⁻²⁰
-    (hi² exact) and x² = hi² + lo·(hi + x); x is clamped at -40, where Φ has underflowed."""
-    x = np.maximum(x, -40.0)
-    hi = np.floor(x * 2.0**20) / 2.0**20
+def ndtr_tail(xp, erfcx, x):
+    """Φ(x) for float64 x in [-40, -1] as erfcx(-x/√2)·exp(-x²/2)/2, with x = hi + lo, hi on a grid
+    of 2⁻²⁰ (hi² exact) and x² = hi² + lo·(hi + x).  `xp` is NumPy or jax.numpy, `erfcx` its
+    erfcx: `Ndtr.perform` and the JAX lowering compute the same formula."""
+    hi = xp.floor(x * 2.0**20) / 2.0**20
     lo = x - hi
-    e = np.exp(-0.5 * np.square(hi))
-    return 0.5 * sps.erfcx(-x * _SQRT_HALF) * (e + e * np.expm1(-0.5 * (lo * (hi + x))))
+    e = xp.exp(-0.5 * xp.square(hi))
+    return 0.5 * erfcx(-x * _SQRT_HALF) * (e + e * xp.expm1(-0.5 * (lo * (hi + x))))
 
 
 @final
@@ -384,7 +384,7 @@ class Ndtr(Elementwise):
     SciPy's erfc(-x/√2)/2 carries the rounding of x/√2 into erfc's exponent: 6e-14 relative
     at x = -30; and it flushes Φ to 0 below x ≈ -37.5, where Φ is still subnormal.  Below
     x = -1 this is erfcx(-x/√2)·exp(-x²/2)/2 instead, with x² split so nothing is rounded
-    into the exponent (see `_lower_ndtr`).  Pullback: the density φ(x) = exp(-x²/2)/√(2π),
+    into the exponent (see `ndtr_tail`).  Pullback: the density φ(x) = exp(-x²/2)/√(2π),
     likewise.
     """
 
@@ -393,7 +393,8 @@ class Ndtr(Elementwise):
         dtype = sps.ndtr(np.ones((), x.dtype)).dtype
         wide = x.astype(np.float64)
         with np.errstate(under="ignore", invalid="ignore"):
-            out = np.where(wide < -1.0, _lower_ndtr(np.minimum(wide, -1.0)), sps.ndtr(wide))
+            tail = ndtr_tail(np, sps.erfcx, np.clip(wide, -40.0, -1.0))  # (below -40 Φ has underflowed)
+            out = np.where(wide < -1.0, tail, sps.ndtr(wide))
         return out.astype(dtype, copy=False)[()]
 
     def pullback(self, inputs, outputs, grads):
@@ -427,12 +428,26 @@ _STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360)
 _BETALN_STIRLING_FROM = 20.0
 
 
-def _stirling_correction(x: np.ndarray) -> np.ndarray:
+def _stirling_correction(x):
+    """w(x) by Horner's rule (arithmetic only: NumPy and JAX arrays alike)."""
     u = 1 / (x * x)
-    total = np.full_like(x, _STIRLING[-1])
+    total = _STIRLING[-1]
     for c in reversed(_STIRLING[:-1]):
         total = total * u + c
     return total / x
+
+
+def betaln_stirling(xp, gammaln, big, little):
+    """log B(big, little) for big >= 20, with log Γ(big) - log Γ(big + little) from Stirling's
+    series so that nothing large cancels.  `xp` is NumPy or jax.numpy, `gammaln` its gammaln:
+    `_betaln` and the JAX lowering compute the same formula."""
+    return (
+        gammaln(little)
+        - (big - 0.5) * xp.log1p(little / big)
+        - little * xp.log(big + little)
+        + little
+        + (_stirling_correction(big) - _stirling_correction(big + little))
+    )
 
 
 def _betaln(a, b):
@@ -448,14 +463,7 @@ def _betaln(a, b):
     far = (large >= _BETALN_STIRLING_FROM) & (small > 0) & np.isfinite(large)  # (an infinite argument: SciPy's -inf)
     big, little = np.where(far, large, _BETALN_STIRLING_FROM), np.where(far, small, 1.0)
     with np.errstate(all="ignore"):
-        stirling = (
-            sps.gammaln(little)
-            - (big - 0.5) * np.log1p(little / big)
-            - little * np.log(big + little)
-            + little
-            + (_stirling_correction(big) - _stirling_correction(big + little))
-        )
-        return np.where(far, stirling, sps.betaln(a, b))
+        return np.where(far, betaln_stirling(np, sps.gammaln, big, little), sps.betaln(a, b))
 
 
 @final

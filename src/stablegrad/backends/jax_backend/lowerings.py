@@ -416,15 +416,6 @@ def lower_slogdet(op, a):
     return sign, logabsdet
 
 
-def _stirling_correction(x):
-    """Stirling's correction w(x) = log Γ(x) - (x - ½) log x + x - ½ log 2π (`ops.math._STIRLING`)."""
-    u = 1 / (x * x)
-    total = math_ops._STIRLING[-1]
-    for c in reversed(math_ops._STIRLING[:-1]):
-        total = total * u + c
-    return total / x
-
-
 def lower_betaln(op, a, b):
     """betaln as `ops.math._betaln` computes it (jax.scipy.special.betaln is off by 4e-7 at (10, 0.5)).
 
@@ -440,13 +431,7 @@ def lower_betaln(op, a, b):
     far = (large >= math_ops._BETALN_STIRLING_FROM) & (small > 0) & jnp.isfinite(large)
     big = jnp.where(far, large, math_ops._BETALN_STIRLING_FROM)  # each branch sees its own arguments
     little = jnp.where(far, small, 1.0)
-    stirling = (
-        jsp.gammaln(little)
-        - (big - 0.5) * jnp.log1p(little / big)
-        - little * jnp.log(big + little)
-        + little
-        + (_stirling_correction(big) - _stirling_correction(big + little))
-    )
+    stirling = math_ops.betaln_stirling(jnp, jsp.gammaln, big, little)
     direct = jsp.gammaln(a) + jsp.gammaln(b) - jsp.gammaln(a + b)
     return jnp.where(far, stirling, direct).astype(dtype)
 
@@ -455,11 +440,7 @@ def lower_ndtr(op, x):
     """Φ as `Ndtr.perform`: below -1, erfcx(-x/√2)·exp(-x²/2)/2 with x² split exactly (hi on a 2⁻²⁰ grid)."""
     dtype = _numpy_result_dtype(op, (np.dtype(x.dtype),))
     x = jnp.asarray(x, dtype=_FLOAT64)
-    t = jnp.clip(x, -40.0, -1.0)  # the tail branch sees only its own arguments
-    hi = jnp.floor(t * 2.0**20) / 2.0**20
-    lo = t - hi
-    e = jnp.exp(-0.5 * jnp.square(hi))
-    tail = 0.5 * jsp.erfcx(-t * math.sqrt(0.5)) * (e + e * jnp.expm1(-0.5 * (lo * (hi + t))))
+    tail = math_ops.ndtr_tail(jnp, jsp.erfcx, jnp.clip(x, -40.0, -1.0))  # the tail sees only its own arguments
     return jnp.where(x < -1.0, tail, jsp.ndtr(x)).astype(dtype)
 
 
