@@ -76,6 +76,14 @@ def scenarios(reports: list[AuditReport]) -> list[str]:
     return list(dict.fromkeys(row.scenario for r in reports for row in r.rows))
 
 
+def _grid(written, recognised) -> tuple[list[Lane], list[str], list[dict[str, Row]]]:
+    """The map's columns, its rows (scenario labels), and per column its report's rows by label."""
+    all_lanes = lanes(written, recognised)
+    labels = scenarios([lane.report for lane in all_lanes])
+    rows = [{row.scenario: row for row in lane.report.rows if row.dtype == lane.dtype} for lane in all_lanes]
+    return all_lanes, labels, rows
+
+
 def swatch(row: Row | None, column: int, rtol: float, where: str) -> Swatch:
     """The colour and text of one cell; `where` names it in the tooltip."""
     if row is None:
@@ -100,10 +108,8 @@ def swatch(row: Row | None, column: int, rtol: float, where: str) -> Swatch:
 
 def svg(written: AuditReport | None, recognised: AuditReport | None) -> str:
     """The map as one standalone SVG document."""
-    all_lanes = lanes(written, recognised)
+    all_lanes, labels, rows_by_lane = _grid(written, recognised)
     first = all_lanes[0].report
-    labels = scenarios([lane.report for lane in all_lanes])
-    rows_by_lane = [{row.scenario: row for row in lane.report.rows if row.dtype == lane.dtype} for lane in all_lanes]
     # a small gap where the dtype changes, so the float64 and float32 pairs read apart
     offsets, x = [], 0
     for k, lane in enumerate(all_lanes):
@@ -222,10 +228,8 @@ def figure(written: AuditReport | None, recognised: AuditReport | None):
         from matplotlib.patches import Patch
     except ImportError as exc:
         raise ImportError("AuditReport.plot needs matplotlib: pip install 'stablegrad[plot]'") from exc
-    all_lanes = lanes(written, recognised)
+    all_lanes, labels, rows_by_lane = _grid(written, recognised)
     first = all_lanes[0].report
-    labels = scenarios([lane.report for lane in all_lanes])
-    rows_by_lane = [{row.scenario: row for row in lane.report.rows if row.dtype == lane.dtype} for lane in all_lanes]
     fig, axes = plt.subplots(
         1, len(first.columns), figsize=(1.3 + 0.8 * len(all_lanes) * len(first.columns), 1.2 + 0.26 * len(labels))
     )
