@@ -133,6 +133,20 @@ def test_the_row_stage_keeps_the_edge_rows():
     np.testing.assert_allclose(got[2], expected[2], rtol=4e-16, atol=1e-300)
 
 
+def test_a_row_stage_whose_logsumexp_only_its_gradient_reads(monkeypatch):
+    # found by the fuzzer: the gradient's row op gives a logsumexp and a softmax, and the loop
+    # returned only the softmax; its source stored the logsumexp all the same (a KeyError)
+    monkeypatch.setattr(loops, "SMALLEST", 1)
+    x = sg.tensor("x", (None,), "float64")
+    y = sg.log(sg.sum(sg.exp(sg.log(np.ones((2, 3)) + sg.exp(x))), axis=-1, keepdims=True))
+    g = sg.grad(sg.sum(y * np.array([[0.5], [1.5]])), x)
+    f, got, expected = _both([x], [y, g], [np.array([0.0])])
+    assert any(loops.row_op(n) for loop in _loops(f) for n in loop.op.members)
+    np.testing.assert_allclose(got[0], np.log(6.0), rtol=1e-15)
+    np.testing.assert_allclose(got[1], [1.0], rtol=1e-15)  # 2 · sigmoid(0), the weights summed
+    np.testing.assert_allclose(got[1], expected[1], rtol=1e-15)
+
+
 def test_the_kernel_and_the_loops_numpy_reference_agree():
     inputs, outputs = _mixture(n=1200)
     values = [RNG.normal(size=1200), RNG.normal(size=5), RNG.normal(size=5), RNG.normal(size=5)]

@@ -206,7 +206,7 @@ class _Source:
             "column_logsumexp(m[:nb], rest[:nb], ties[:nb], lse[:nb])",
         ]
         lse = row_lse(row)
-        if lse is not None:
+        if lse is not None and lse.id in self.result_of:  # (a gradient may need only the softmax)
             lines += ["for b in range(nb):", f"    r{self.result_of[lse.id]}[b0 + b] = lse[b]"]
         softmax = row_softmax(row)
         if softmax is not None:
