@@ -14,7 +14,9 @@ rerun (see `lower_logsumexp`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -37,6 +39,26 @@ def runs_whole(op: Op) -> bool:
     return isinstance(op, LogSumExpGrad | SoftmaxCrossEntropy)
 
 
+@partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _minus_max(x, m, empty_rows_nan: bool):
+    """x - m, exactly 0 at the max entries (+inf ones included, where x - m is NaN); on
+    rows with nothing above -inf 0 too, or NaN with `empty_rows_nan` (0/0, as the
+    softmax bodies want).
+
+    Its derivative is dx - dm everywhere.  JAX's own rule would see the select that pins
+    the max entries to 0 as a constant there: harmless at a unique max (where dm = dx),
+    but at tied maxima it drops their dx - dm, and `jax.hessian` of a stabilized function
+    differentiates these lowerings (a softmax of [1, 1, 1] had a Hessian of 0)."""
+    top = jnp.where(m == -jnp.inf, jnp.nan, m) if empty_rows_nan else m
+    return jnp.where(x == top, 0, x - m)
+
+
+@_minus_max.defjvp
+def _minus_max_jvp(empty_rows_nan: bool, primals, tangents):
+    (x, m), (dx, dm) = primals, tangents
+    return _minus_max(x, m, empty_rows_nan), dx - dm
+
+
 def _max_and_sum(x, axes: tuple[int, ...]):
     """(m, e, s): the max (kept), e = exp(x - m) (exactly 1 at the max, +inf entries
     included) and its sum.  Built the same way by the logsumexp lowerings, so XLA
@@ -45,7 +67,7 @@ def _max_and_sum(x, axes: tuple[int, ...]):
     (The select is per entry: a per-row shift clipped with `minimum` would save the
     comparison, but XLA's CPU `min` drops NaN, and a NaN entry must make its row NaN.)"""
     m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
-    e = jnp.exp(jnp.where(x == m, 0, x - m))
+    e = jnp.exp(_minus_max(x, m, False))
     return m, e, jnp.sum(e, axis=axes, keepdims=True)
 
 
@@ -53,8 +75,8 @@ def _shifted(x, axes: tuple[int, ...]):
     """(at_max, z, e, s) as the softmax bodies build them: z = x - max, exactly 0 at the
     max entries (+inf ones included) and NaN on rows with nothing above -inf (0/0)."""
     m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
-    at_max = x == jnp.where(m == -jnp.inf, jnp.nan, m)
-    z = jnp.where(at_max, 0, x - m)
+    at_max = x == jnp.where(m == -jnp.inf, jnp.nan, m)  # `_minus_max` compares so too: XLA does it once
+    z = _minus_max(x, m, True)
     e = jnp.exp(z)
     return at_max, z, e, jnp.sum(e, axis=axes, keepdims=True)
 
