@@ -190,6 +190,34 @@ def test_gradient_of_gradient_in_reverse_mode(x64):
     np.testing.assert_allclose(hvp, (np.diag(s) - np.outer(s, s)) @ np.asarray(w), rtol=1e-12)
 
 
+def naive_log_softmax_dot(x):
+    return jnp.sum(jnp.arange(x.shape[-1]) * (x - jnp.log(jnp.sum(jnp.exp(x), axis=-1, keepdims=True))))
+
+
+@pytest.mark.parametrize("fn", [naive_logsumexp, naive_log_softmax_dot, lambda x: jnp.sum(jax.nn.softmax(x) ** 2)])
+@pytest.mark.parametrize("x", [[1.0, 1.0, 1.0], [2.0, 2.0, -1.0], [800.0, 800.0, 799.0]], ids=["all", "two", "big"])
+def test_second_derivatives_at_tied_maxima(x64, fn, x):
+    # the lowered softmax pins its max entries to exp(0); JAX's own derivative of that select
+    # is 0, which at tied maxima dropped their part of the Hessian (it was 0 at [1, 1, 1])
+    x, w = jnp.asarray(x), jnp.asarray([1.0, -2.0, 0.5])
+    shifted = x - jnp.max(x)  # the exact Hessian, from the formula in a range where it is safe
+    expected = jax.hessian(fn)(shifted) @ w
+    stable = stabilize(fn)
+    np.testing.assert_allclose(jax.hessian(stable)(x) @ w, expected, rtol=1e-12, atol=1e-15)
+    hvp = jax.grad(lambda v: jnp.vdot(jax.grad(stable)(v), w))(x)
+    np.testing.assert_allclose(hvp, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_jax_scipy_xlogy_keeps_its_derivative_in_x_at_zero(x64):
+    # jax.scipy's xlogy guards x * log(y) by `x != 0 | y != y`: imported as written, the guard cut
+    # d/dx at x = 0, which is log(y); JAX's own custom derivative gives log(y) there too
+    x, y = jnp.asarray([0.0, 2.0, 0.0]), jnp.asarray([0.5, 3.0, 4.0])
+    for fn in (jax.scipy.special.xlogy, jax.scipy.special.xlog1py):
+        total = lambda a, b, fn=fn: jnp.sum(fn(a, b))  # noqa: E731
+        for got, want in zip(jax.grad(stabilize(total), (0, 1))(x, y), jax.grad(total, (0, 1))(x, y)):
+            np.testing.assert_allclose(got, want, rtol=1e-15)
+
+
 def test_a_function_closing_over_a_traced_value(regression):
     theta, x = regression
 

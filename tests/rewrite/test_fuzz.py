@@ -106,6 +106,8 @@ PIECES = [
     Piece("exp(-x) / (c + exp(-x))**2", lambda x, c: sg.exp(-x) / (c(1.0) + sg.exp(-x)) ** 2),
     Piece("exp(log_sigmoid(x))", lambda x, c: sg.exp(sg.log_sigmoid(x))),
     Piece("exp(log_erfc(x))", lambda x, c: sg.exp(sg.log_erfc(x))),
+    Piece("where(x != c, x * log(x), c)", lambda x, c: sg.where(x != c(0.0), x * sg.log(x), c(0.0))),
+    Piece("where(x == c, c, x * log1p(x))", lambda x, c: sg.where(x == c(0.0), c(0.0), x * sg.log1p(x))),
     # (the erf-complement, normal-CDF-from-erf and sigmoid-difference identities are tested in
     # test_identities: their exact values, 1 + erf(-30) say, need more digits than the reference has)
     # (not here: `x * exp(x)` and `x * log(y)`, whose rules take the limit 0 of -inf · 0 by design,
@@ -124,6 +126,8 @@ PIECES = [
     Piece("c / (c2 + exp(-x))", lambda x, c: c(1.0) / (c(2.0) + sg.exp(-x))),
     Piece("log(sum(exp(x)) + c)", lambda x, c: sg.log(_sum(sg.exp(x)) + c(1.0))),
     Piece("log(c - x2)", lambda x, c: sg.log(c(1.5) - x)),
+    Piece("where(x > c, x * log(x), c)", lambda x, c: sg.where(x > c(0.0), x * sg.log(x), c(0.0))),
+    Piece("where(x != c, x * log(x), c2)", lambda x, c: sg.where(x != c(0.0), x * sg.log(x), c(1.0))),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]
@@ -249,7 +253,10 @@ class _TooCostly(Exception):
 
 def _reference(x, outputs, values) -> list[np.ndarray]:
     """The written formula evaluated exactly (mpmath), where that is cheap: exp(exp(exp(30))) has
-    a billion-digit exponent, so a reference that takes over two seconds rejects the case."""
+    a billion-digit exponent, so a reference that takes over two seconds rejects the case.
+
+    A non-finite result is evaluated again with four times the digits: it may come from digits
+    run out rather than from the formula (1 - sigmoid(800) needs 350, and is 0 with 330)."""
 
     def give_up(signum, frame):
         raise _TooCostly
@@ -258,6 +265,8 @@ def _reference(x, outputs, values) -> list[np.ndarray]:
     signal.setitimer(signal.ITIMER_REAL, REFERENCE_SECONDS)
     try:
         exact = evaluate([x], outputs, [values], dps=DEFAULT_DPS["float64"])
+        if not all(np.isfinite(to_float(e, "float64")).all() for e in exact):
+            exact = evaluate([x], outputs, [values], dps=4 * DEFAULT_DPS["float64"])
     except (_TooCostly, OverflowError):  # (mpmath's own precision bookkeeping overflows past ~1e(1e300))
         reject()
     finally:

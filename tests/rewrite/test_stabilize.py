@@ -168,6 +168,53 @@ def test_xlogx_is_zero_at_zero_with_finite_gradient_elsewhere():
     np.testing.assert_allclose(grad[1:], [np.log(0.5) + 1, 1.0])
 
 
+def test_x_log1p_y_is_zero_at_x_zero_where_the_product_is_zero_times_minus_inf():
+    x, y = sg.vector("x"), sg.vector("y")
+    out = x * sg.log1p(y)
+    gx, gy = sg.grad(sg.sum(out), [x, y])
+    value, dx, dy = sg.function([x, y], [out, gx, gy])(np.array([0.0, 2.0]), np.array([-1.0, 0.5]))
+    np.testing.assert_array_equal(value, [0.0, 2.0 * np.log1p(0.5)])
+    np.testing.assert_allclose(dx[1], np.log1p(0.5))
+    np.testing.assert_allclose(dy[1], 2.0 / 1.5)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (lambda x, y: sg.where(x != 0, x * sg.log(y), 0.0), 0.0),
+        (lambda x, y: sg.where(sg.equal(x, 0), 0.0, x * sg.log(y)), 0.0),
+        (lambda x, y: sg.where(sg.logical_or(x != 0, y != y), x * sg.log(y), 0.0), np.nan),
+        (lambda x, y: sg.where(sg.logical_or(sg.isnan(y), sg.not_equal(0, x)), x * sg.log(y), 0.0), np.nan),
+    ],
+    ids=["x_ne_0", "x_eq_0", "or_y_ne_y", "or_isnan"],
+)
+def test_a_guarded_xlogy_keeps_its_values_and_the_derivative_in_x_at_zero(case):
+    # the guard changes no value of xlogy but cuts d/dx at x = 0, which is log(y)
+    guarded, at_nan = case  # at_nan: the value at x = 0, y = NaN, and its gradients
+    x, y = sg.vector("x"), sg.vector("y")
+    out = guarded(x, y)
+    gx, gy = sg.grad(sg.sum(out), [x, y])
+    xs, ys = np.array([0.0, 0.0, 0.0, 2.0, 0.0]), np.array([2.0, 0.0, np.inf, 3.0, np.nan])
+    value, dx, dy = sg.function([x, y], [out, gx, gy])(xs, ys)
+    with np.errstate(all="ignore"):
+        written = sg.function([x, y], out, recognition=False)(xs, ys)
+    np.testing.assert_array_equal(value, written)
+    np.testing.assert_array_equal([value[4], dx[4], dy[4]], [at_nan] * 3)
+    np.testing.assert_allclose(dx[[0, 3]], [np.log(2.0), np.log(3.0)], rtol=1e-15)
+    assert dx[1] == -np.inf and dx[2] == np.inf  # log(y) at y = 0 and y = inf, as xlogy's own
+    assert np.all(dy[[0, 1, 2]] == 0)
+    np.testing.assert_allclose(dy[3], 2.0 / 3.0, rtol=1e-15)
+
+
+def test_a_guard_on_something_else_than_x_is_left_alone():
+    x, y = sg.vector("x"), sg.vector("y")
+    (out,) = recognise([sg.where(x != 1, x * sg.log(y), 0.0)], keep=[x, y])
+    assert sum(isinstance(n.op, sg.ops.elementwise.Where) for n in toposort([out])) == 1
+    g = sg.grad(sg.sum(sg.where(y != 0, x * sg.log(y), 0.0)), x)
+    dx = sg.function([x, y], g)(np.array([0.0]), np.array([0.0]))
+    assert dx[0] == 0  # the guard is on y: where it cuts, the written 0 stays
+
+
 def test_log_of_prod_of_positives_becomes_a_sum_of_logs():
     x = sg.matrix("x")
     f = sg.function([x], sg.log(sg.prod(sg.exp(x), axis=1)))

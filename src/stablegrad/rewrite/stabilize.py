@@ -20,7 +20,9 @@ from ..ops.creation import ones_like, zeros_like
 from ..ops.elementwise import (
     Add,
     Cast,
+    Compare,
     Divide,
+    Logical,
     Multiply,
     Negative,
     Subtract,
@@ -33,6 +35,7 @@ from ..ops.elementwise import (
     logical_or,
     where,
 )
+from ..ops.gradient_mask import MaskedGradient
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p, exp, expm1, log, log1p
 from ..ops.reduction import Prod, Sum
 from ..ops.shape import ShapeDim, stack
@@ -541,15 +544,84 @@ def logit_from_naive(node):
 # -- x log y, log erfc, log prod --------------------------------------------------------------------------
 @rewrite(_S, _REC, Multiply)
 def xlogy_from_naive(node):
-    """x * log(y) → xlogy(x, y): 0 where x = 0, also at y = 0 (x * log(x) at x = 0 included)."""
+    """x * log(y) → xlogy(x, y), x * log1p(y) → xlog1py(x, y): 0 where x = 0, also at
+    y = 0 (resp. -1), where the product is 0 · -inf (x * log(x) at x = 0 included)."""
     for x, term in (node.inputs, node.inputs[::-1]):
-        y = entrywise_operand(term, Log)
-        if y is not None:
-            value = constant_value(x)
-            if value is not None and value != 0:
-                return None  # a non-zero constant factor needs no guard
-            return fits(stable.xlogy(x, y), node)
+        for log_op, stable_form in ((Log, stable.xlogy), (Log1p, stable.xlog1py)):
+            y = entrywise_operand(term, log_op)
+            if y is not None:
+                value = constant_value(x)
+                if value is not None and value != 0:
+                    return None  # a non-zero constant factor needs no guard
+                return fits(stable_form(x, y), node)
     return None
+
+
+@rewrite(_S, _REC, Where)
+def xlogy_from_guarded(node):
+    """where(x != 0, xlogy(x, y), 0) → where(x == 0 and y is NaN, 0, xlogy(x, y)); with the
+    NaN test in the guard already (`x != 0 | y != y`, jax.scipy's own xlogy) → xlogy(x, y).
+    The same for xlog1py, and for `where(x == 0, 0, ...)`.
+
+    xlogy is 0 at x = 0 already; the guard changes nothing there but ∂/∂x, which it cuts to
+    0 where it is log(y).  Only at y = NaN does the guard's 0 differ from xlogy's NaN, so
+    only there does it stay.
+    """
+    c, a, b = node.inputs
+    if is_constant(b, 0.0):
+        f, tests, wanted = owner(a, stable.XLogY, stable.XLog1PY), _disjuncts(c), "not_equal"
+    elif is_constant(a, 0.0):
+        f, tests, wanted = owner(b, stable.XLogY, stable.XLog1PY), [c], "equal"
+    else:
+        return None
+    if f is None:
+        return None
+    # the guard rule (rewrite/branches.py) may have read x and y through this where's mask already
+    x, y = (_unmasked(v, c) for v in f.inputs)
+    on_x = [t for t in tests if _compares_with_zero(t, x, wanted)]
+    on_nan = [t for t in tests if _tests_nan(t, y)]
+    if len(on_x) != 1 or len(on_x) + len(on_nan) != len(tests):
+        return None
+    unguarded = f.op(x, y)
+    if on_nan:
+        return fits(unguarded, node)
+    return fits(where(logical_and(equal(x, 0), isnan(y)), 0, unguarded), node)
+
+
+def _unmasked(v: Variable, mask: Variable) -> Variable:
+    """v without the `masked_gradient(·, mask)` reads around it."""
+    node = owner(v, MaskedGradient)
+    while node is not None and node.inputs[1] is mask:
+        v = node.inputs[0]
+        node = owner(v, MaskedGradient)
+    return v
+
+
+def _disjuncts(v: Variable) -> list[Variable]:
+    """The operands of a tree of `or`s (v itself when it is not one)."""
+    node = owner(v, Logical)
+    if node is None or node.op.name != "logical_or":
+        return [v]
+    return [t for operand in node.inputs for t in _disjuncts(operand)]
+
+
+def _compares_with_zero(test: Variable, x: Variable, name: str) -> bool:
+    """Whether test is `x <name> 0` (either way round)."""
+    node = owner(test, Compare)
+    if node is None or node.op.name != name:
+        return False
+    a, b = node.inputs
+    return (a is x and is_constant(b, 0.0)) or (b is x and is_constant(a, 0.0))
+
+
+def _tests_nan(test: Variable, y: Variable) -> bool:
+    """Whether test is isnan(y) or y != y."""
+    node = owner(test, Logical, Compare)
+    if node is None:
+        return False
+    if node.op.name == "isnan":
+        return node.inputs[0] is y
+    return node.op.name == "not_equal" and node.inputs[0] is y and node.inputs[1] is y
 
 
 @rewrite(_S, _REC, Multiply)
@@ -637,6 +709,7 @@ RULES = (
     exp_from_sigmoid_odds,
     logit_from_naive,
     xlogy_from_naive,
+    xlogy_from_guarded,
     xexpx_from_naive,
     log_erfc_from_naive,
     sum_of_logs_from_log_of_prod,
