@@ -338,20 +338,63 @@ def test_hmm_forward_algorithm_over_5000_steps(x64):
 
 
 # -- what it cannot import, and what it reports ----------------------------------------------------------------
-def test_an_unimportable_primitive_runs_the_function_as_written():
-    def sorted_sum(x):
-        return jnp.sum(jnp.sort(x) * jnp.arange(3.0))
+def test_an_unimportable_primitive_stays_a_jax_call_and_the_rest_is_recognised(x64):
+    def sorted_and_naive(x):
+        return jnp.sum(jnp.sort(x) * jnp.arange(3.0)) + jnp.log(jnp.sum(jnp.exp(1000 * x)))
 
-    stable = stabilize(sorted_sum)
+    def by_hand(x):
+        return jnp.sum(jnp.sort(x) * jnp.arange(3.0)) + jax.nn.logsumexp(1000 * x)
+
+    stable = stabilize(sorted_and_naive)
     x = jnp.asarray([3.0, 1.0, 2.0])
-    with pytest.warns(UserWarning, match=r"'sort'.*running it as written"):
-        value = stable(x)
-    assert float(value) == 1.0 * 2.0 + 2.0 * 3.0
-    np.testing.assert_allclose(jax.grad(stable)(x), [2.0, 0.0, 1.0])  # JAX's own gradient of the sort
-    assert "'sort'" in stable.explain(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to warn about: the function is stabilised
+        value, grad = stable(x), jax.grad(stable)(x)
+    assert not np.isfinite(sorted_and_naive(x))
+    np.testing.assert_allclose(value, by_hand(x), rtol=1e-15)
+    np.testing.assert_allclose(grad, jax.grad(by_hand)(x), rtol=1e-15)  # JAX's own gradient of the sort
+    np.testing.assert_allclose(jax.jit(jax.grad(stable))(x), grad, rtol=1e-15)
+    batch = jnp.stack([x, x[::-1] - 1.0])
+    np.testing.assert_allclose(jax.vmap(stable)(batch), jax.vmap(by_hand)(batch), rtol=1e-15)
+    np.testing.assert_allclose(jax.hessian(stable)(x), jax.hessian(by_hand)(x), atol=1e-300)
+    explained = stable.explain(x)
+    assert "logsumexp_from_naive" in explained
+    sort_line = line_of(sorted_and_naive, "jnp.sort")
+    assert f"{HERE}:{sort_line}  sort: no stablegrad op, kept as a JAX call" in explained
+
+
+def test_a_kept_call_inside_a_loop_body_is_listed_and_differentiated(x64):
+    def running(xs):
+        def step(c, x):
+            return c + jnp.log(jnp.sum(jnp.exp(jnp.cumsum(x)))), None
+
+        return jax.lax.scan(step, 0.0, xs)[0]
+
+    def by_hand(xs):
+        return jnp.sum(jax.vmap(lambda x: jax.nn.logsumexp(jnp.cumsum(x)))(xs))
+
+    xs = jnp.asarray([[300.0, 400.0], [-2.0, 1.0], [1.0, 900.0]])
+    stable = stabilize(running)
+    assert not np.isfinite(running(xs))
+    np.testing.assert_allclose(stable(xs), by_hand(xs), rtol=1e-15)
+    np.testing.assert_allclose(jax.grad(stable)(xs), jax.grad(by_hand)(xs), rtol=1e-15)
+    assert "cumsum: no stablegrad op, kept as a JAX call" in stable.explain(xs)
+
+
+def test_a_function_whose_values_our_graph_cannot_hold_runs_as_written():
+    def noisy(x, key):  # jax.random computes on PRNG key arrays, which are not NumPy arrays
+        return jnp.sum(x * jax.random.normal(key, x.shape))
+
+    stable = stabilize(noisy)
+    x, key = jnp.asarray([3.0, 1.0, 2.0]), jax.random.PRNGKey(0)
+    with pytest.warns(UserWarning, match=r"'random_wrap' returns a key<fry>\[\], which our graph cannot hold"):
+        value = stable(x, key)
+    assert float(value) == float(noisy(x, key))
+    np.testing.assert_allclose(jax.grad(stable)(x, key), jax.random.normal(key, x.shape))
+    assert "not stabilised" in stable.explain(x, key)
     with warnings.catch_warnings():  # warned once per signature, not on every call
         warnings.simplefilter("error")
-        stable(x)
+        stable(x, key)
 
 
 def test_explain_names_the_recognition_and_the_users_line(x64):

@@ -13,6 +13,8 @@ _INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "power": 
 def _op_label(op) -> tuple[str, list[str]]:
     params = []
     for field in dataclasses.fields(op) if dataclasses.is_dataclass(op) else ():
+        if not field.repr:
+            continue
         name, value = field.name, getattr(op, field.name)
         if value == field.default and name not in ("axes", "axis"):
             continue

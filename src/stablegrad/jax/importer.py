@@ -3,7 +3,8 @@
 `import_jaxpr(closed, inputs)` walks the equations of a `jax.make_jaxpr` result and
 builds our nodes on the symbolic `inputs`, returning the symbolic outputs.  Once the
 formula is our graph, the rewrite pipeline can recognise `log(sum(exp(x)))` in it
-exactly as it would in code written with `sg.` functions.
+exactly as it would in code written with `sg.` functions.  A primitive without a
+counterpart here becomes a `JaxCall` node (`opaque`): JAX runs and differentiates it.
 
 Each node is built inside `errors.attributed_to` the user's line that the equation
 came from (JAX keeps a traceback per equation), so `explain` names *their* source.
@@ -25,20 +26,22 @@ from typing import Any
 import numpy as np
 from jax._src import source_info_util
 
-from ..errors import StableGradError, attributed_to
+from ..errors import StableGradError, attributed_to, user_location
 from ..graph.basic import Constant, Variable, constant
+from ..graph.types import TensorType
 from ..ops import elementwise as ew
 from ..ops import linalg, math, reduction, shape
 from ..ops.gradient_mask import masked_gradient
 from ..ops.scan import scan
 from ..ops.stable import sigmoid
+from .opaque import JaxCall
 
 
 class UnsupportedPrimitive(StableGradError):
     """A jaxpr holds a primitive that has no stablegrad counterpart (`primitive` names it)."""
 
-    def __init__(self, primitive: str, location: tuple[str, int] | None = None):
-        super().__init__(f"JAX primitive {primitive!r} has no stablegrad counterpart", location=location)
+    def __init__(self, primitive: str, location: tuple[str, int] | None = None, why: str = ""):
+        super().__init__(f"JAX primitive {primitive!r} {why or 'has no stablegrad counterpart'}", location=location)
         self.primitive = primitive
 
 
@@ -68,23 +71,49 @@ def _run(jaxpr, args: Sequence[Variable]) -> list[Variable]:
     # `exp(x) / sum(exp(x))` reads as the pattern `exp(x) / sum(exp(x), keepdims=True)` only so
     unbroadcast: dict[int, Variable] = {}
     for eqn in jaxpr.eqns:
-        location = user_line(eqn)
+        location = user_line(eqn) or user_location()  # (an inlined call's equations may have none: the call's)
         name = eqn.primitive.name
         build = PRIMITIVES.get(name)
-        if build is None:
-            raise UnsupportedPrimitive(name, location)
         operands = [read(a) for a in eqn.invars]
         with attributed_to(location):
-            if name in BROADCASTING:
-                operands = _implicitly_broadcast(operands, unbroadcast, tuple(eqn.outvars[0].aval.shape))
-            results = build(operands, eqn.params)
-            results = results if isinstance(results, list) else [results]
-            if name == "broadcast_in_dim" and results[0].owner is not None and results[0] is not operands[0]:
-                unbroadcast[results[0].id] = _unit_axes_inserted(operands[0], eqn.params)
+            try:
+                results = _built(build, eqn, operands, unbroadcast) if build is not None else None
+            except UnsupportedPrimitive:  # (a form of it we cannot express, or a loop body that holds one)
+                results = None
+            if results is None:
+                results = _kept_as_jax(eqn, operands, location)
             results = [_conform(r, v.aval, name) for r, v in zip(results, eqn.outvars, strict=True)]
         for var, value in zip(eqn.outvars, results):
             env[var] = value
     return [read(a) for a in jaxpr.outvars]
+
+
+def _built(build: Builder, eqn, operands: list[Variable], unbroadcast: dict[int, Variable]) -> list[Variable]:
+    name = eqn.primitive.name
+    if name in BROADCASTING:
+        operands = _implicitly_broadcast(operands, unbroadcast, tuple(eqn.outvars[0].aval.shape))
+    results = build(operands, eqn.params)
+    results = results if isinstance(results, list) else [results]
+    if name == "broadcast_in_dim" and results[0].owner is not None and results[0] is not operands[0]:
+        unbroadcast[results[0].id] = _unit_axes_inserted(operands[0], eqn.params)
+    return results
+
+
+def _kept_as_jax(eqn, operands: list[Variable], location) -> list[Variable]:
+    """The equation as a `JaxCall` node: JAX runs and differentiates it, the rewrites pass it by.
+    Raises UnsupportedPrimitive where a result is not an array of a NumPy dtype (a PRNG key, a token)."""
+    types = []
+    for v in eqn.outvars:
+        shape_ = getattr(v.aval, "shape", None)
+        try:
+            dtype = np.dtype(v.aval.dtype)
+        except (TypeError, AttributeError):
+            dtype = None
+        if shape_ is None or dtype is None:
+            raise UnsupportedPrimitive(eqn.primitive.name, location, f"returns a {v.aval}, which our graph cannot hold")
+        types.append(TensorType(dtype, tuple(shape_)))
+    results = JaxCall(eqn.primitive, dict(eqn.params), tuple(types))(*operands)
+    return [results] if len(types) == 1 else list(results)
 
 
 def _implicitly_broadcast(operands: list[Variable], unbroadcast: dict[int, Variable], declared: tuple) -> list:

@@ -10,8 +10,10 @@ jaxpr is imported into our graph (`importer`), naive formulas in it are recognis
 and the result runs as JAX code with our VJP (`lowered.LoweredGraph`).  So the wrapper
 composes with `jax.jit`, `jax.vmap`, `jax.grad` and `jax.hessian` like any JAX function.
 
-A function using a primitive we cannot import is not stabilised: the wrapper warns
-once, naming the primitive and its line, and calls `fn` itself.
+A primitive we have no op for stays a JAX call in the graph (`opaque.JaxCall`): JAX
+computes and differentiates it, and `explain` lists it.  Only a function whose values
+our graph cannot hold (PRNG keys, tokens) is not stabilised: the wrapper warns once,
+naming the primitive and its line, and calls `fn` itself.
 
 >>> import jax, jax.numpy as jnp
 >>> naive = lambda x: jnp.log(jnp.sum(jnp.exp(x)))
@@ -35,10 +37,12 @@ import jax
 import numpy as np
 
 from ..errors import StableGradError, format_location
+from ..graph.basic import Variable, toposort
 from ..graph.inputs import tensor
 from ..rewrite.engine import ChangeLog, Kind
 from .importer import import_jaxpr
 from .lowered import LoweredGraph
+from .opaque import JaxCall
 
 #: the rules that rebuild an op around its recognised body (named by the body's rewrites instead)
 BODY_RULES = frozenset(["scan_body_recognised", "composite_body_recognised"])
@@ -63,7 +67,7 @@ class Traced:
             where = format_location(self.unsupported.location)
             return f"{where}  not stabilised: {self.unsupported.message}; the function runs as written\n"
         assert self.graph is not None
-        return explain_changes(self.graph.log)
+        return explain_changes(self.graph.log) + "".join(line + "\n" for line in kept_as_jax(self.graph.recognised))
 
 
 class Stabilized:
@@ -194,6 +198,21 @@ def explain_changes(log: ChangeLog) -> str:
     lines = [str(c) for c in log.changes if c.kind not in (Kind.INLINING, Kind.GUARD) and c.rule not in BODY_RULES]
     lines = list(dict.fromkeys(lines)) or ["no rewrites changed the formulas as written"]
     return "\n".join(lines) + "\n"
+
+
+def kept_as_jax(outputs: Sequence[Variable]) -> list[str]:
+    """A line for each primitive kept as a JAX call (`opaque.JaxCall`), loop bodies included."""
+    lines = []
+    for node in toposort(list(outputs)):
+        if isinstance(node.op, JaxCall):
+            lines.append(
+                f"{format_location(node.location)}  {node.op.primitive.name}: no stablegrad op, kept as a JAX call "
+                "(computed and differentiated by JAX; nothing is recognised through it)"
+            )
+        inner = getattr(node.op, "inner", None)  # a loop's body
+        if inner is not None:
+            lines += kept_as_jax(inner.outputs)
+    return list(dict.fromkeys(lines))
 
 
 def _aval(leaf) -> tuple | None:
