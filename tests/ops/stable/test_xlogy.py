@@ -74,6 +74,15 @@ def test_xlogy_dtypes():
 
 
 @pytest.mark.parametrize("op", [XLogY(), XLog1PY()])
+def test_xlogy_ops_compute_float32_in_float32(op):
+    # (its NaN for y = NaN once came from a float64 constant, which made the whole op float64)
+    x = sg.tensor("x", shape=(3,), dtype="float32")
+    assert op(x, x).dtype == np.float32
+    out = sg.function([x], op(x, x))(np.array([0.0, np.nan, 2.0], np.float32))
+    assert out.dtype == np.float32 and out[0] == 0 and np.isnan(out[1])
+
+
+@pytest.mark.parametrize("op", [XLogY(), XLog1PY()])
 def test_xlogy_ops_respect_reads(op):
     with np.errstate(divide="ignore"):
         check_reads(op, np.array([0.0, 1.5, 0.0, 2.0]), np.array([0.0, 2.0, 3.0, 0.5]))

@@ -27,7 +27,7 @@ class XLogY(SymbolicOp):
     """x · log(y), 0 where x = 0 for every y but NaN (scipy.special.xlogy).
 
     Naive: `x * log(y)` is 0 · -inf = NaN at x = 0, y = 0.
-    Stable: `where(x == 0, 0, x · log(y))` (NaN kept for y = NaN).
+    Stable: `where(x == 0, 0, x · log(y))` (NaN kept for y = NaN, in y's own dtype).
     Pullback (reads both operands): ∂x = `g · log(y)` (-inf at y = 0), ∂y =
     `g · x / y`, with y replaced by 1 where x = y = 0 so that ∂y = 0 there.
     """
@@ -37,7 +37,7 @@ class XLogY(SymbolicOp):
     reads = READS_INPUTS
 
     def build(self, x, y):
-        return where(equal(x, 0), where(isnan(y), np.nan, 0), x * log(y))
+        return where(equal(x, 0), where(isnan(y), y, 0), x * log(y))
 
     def pullback(self, inputs, outputs, grads):
         (x, y), (g,) = inputs, grads
@@ -61,7 +61,7 @@ class XLog1PY(SymbolicOp):
     reads = READS_INPUTS
 
     def build(self, x, y):
-        return where(equal(x, 0), where(isnan(y), np.nan, 0), x * log1p(y))
+        return where(equal(x, 0), where(isnan(y), y, 0), x * log1p(y))
 
     def pullback(self, inputs, outputs, grads):
         (x, y), (g,) = inputs, grads
