@@ -46,6 +46,12 @@ def ints(*shape, lo=-3, hi=4, dtype="int64"):
     return RNG.integers(lo, hi, shape).astype(dtype)
 
 
+def _jax_sort(x):
+    from stablegrad.jax.opaque import JaxCall
+
+    return JaxCall(jax.lax.sort_p, {"dimension": 0, "is_stable": True, "num_keys": 1}, (x.type,))(x)
+
+
 @dataclass(frozen=True)
 class Case:
     """Outputs `build(*inputs)` on inputs typed like `arrays` (`symbolic`: every extent unknown)."""
@@ -216,6 +222,17 @@ CASES = [
         lambda x, p: [sg.ndtr(x), sg.ndtri(p), sg.betaln(p, x * x + 1.0)],
         (normal(6, scale=3), RNG.uniform(0.05, 0.95, 6)),
         rtol=1e-11,
+    ),
+    Case(
+        "modified_bessel",
+        lambda x: [sg.kv(1.5, x), sg.kve(0.5, x), sg.iv(2.0, x), sg.ive(1.0, x), sg.log(sg.kv(1.0, 300.0 * x))],
+        (RNG.uniform(0.2, 5.0, 6),),
+        rtol=1e-12,
+    ),
+    Case(
+        "kept_jax_primitive",  # stabilize's stand-in for a JAX primitive without an op (jax/opaque.py)
+        lambda x: [_jax_sort(x) * sg.arange(6.0)],
+        (normal(6),),
     ),
     # -- shapes ---------------------------------------------------------------------------------------
     Case(

@@ -88,6 +88,11 @@ SPECS = [
         (m.Betaln,),
         int_domains=(small_integers(1, 6), small_integers(1, 6)),
     ),
+    # the modified Bessel functions at a fixed order (their gradient in the order is NaN: not derived)
+    Spec("kv", lambda x: sg.kv(1.5, x), lambda x: sps.kv(1.5, x), (POSITIVE,), (m.Kv,)),
+    Spec("kve", lambda x: sg.kve(0.3, x), lambda x: sps.kve(0.3, x), (POSITIVE,), (m.Kve,)),
+    Spec("iv", lambda x: sg.iv(2.0, x), lambda x: sps.iv(2.0, x), (REAL,), (m.Iv,)),
+    Spec("ive", lambda x: sg.ive(0.7, x), lambda x: sps.ive(0.7, x), (POSITIVE,), (m.Ive,)),
     Spec("gammaln", sg.gammaln, sps.gammaln, (GAMMA_DOMAIN,), (m.Gammaln,), int_domains=(small_integers(1, 9),)),
     Spec("gammaln_negative", sg.gammaln, sps.gammaln, (_negative_off_poles,), (m.Gammaln,)),
     Spec("digamma", sg.digamma, sps.digamma, (GAMMA_DOMAIN,), (m.Polygamma,)),
@@ -178,6 +183,12 @@ MPMATH = [
     ("ndtri", sg.ndtri, _mp_ndtri, 0.01, 0.99),
     ("betaln", lambda x: sg.betaln(x, 2.5), lambda x: mpmath.log(mpmath.beta(x, 2.5)), 0.1, 50.0),
     ("digamma", sg.digamma, mpmath.digamma, 0.05, 50.0),
+    ("kv", lambda x: sg.kv(1.5, x), lambda x: mpmath.besselk(1.5, x), 0.1, 50.0),
+    # (the scaled functions' derivatives are differences of nearly equal terms for large x:
+    # 1e-10 relative in the second derivative at x = 600, see Kve's docstring)
+    ("kve", lambda x: sg.kve(0.3, x), lambda x: mpmath.besselk(0.3, x) * mpmath.exp(x), 0.1, 20.0),  # 1e-11 at 48
+    ("iv", lambda x: sg.iv(2.5, x), lambda x: mpmath.besseli(2.5, x), 0.1, 50.0),
+    ("ive", lambda x: sg.ive(1.0, x), lambda x: mpmath.besseli(1, x) * mpmath.exp(-x), 0.1, 20.0),  # 1e-12 at 47
     ("polygamma_1", lambda x: sg.polygamma(1, x), lambda x: mpmath.polygamma(1, x), 0.1, 50.0),
     ("polygamma_2", lambda x: sg.polygamma(2, x), lambda x: mpmath.polygamma(2, x), 0.1, 50.0),
 ]

@@ -107,6 +107,10 @@ PIECES = [
     Piece("exp(log_sigmoid(x))", lambda x, c: sg.exp(sg.log_sigmoid(x))),
     Piece("exp(log_erfc(x))", lambda x, c: sg.exp(sg.log_erfc(x))),
     Piece("where(x != c, x * log(x), c)", lambda x, c: sg.where(x != c(0.0), x * sg.log(x), c(0.0))),
+    # (the Bessel functions' arguments kept off their poles at 0: an infinite value of a finite
+    # input makes a softmax over it inf/inf as written, where the recognised one takes the limit)
+    Piece("log(kv(c, x * x + c))", lambda x, c: sg.log(sg.kv(c(1.5), x * x + c(1.0)))),
+    Piece("log(iv(c, x * x + c))", lambda x, c: sg.log(sg.iv(c(2.0), x * x + c(1.0)))),
     Piece("where(x == c, c, x * log1p(x))", lambda x, c: sg.where(x == c(0.0), c(0.0), x * sg.log1p(x))),
     # (the erf-complement, normal-CDF-from-erf and sigmoid-difference identities are tested in
     # test_identities: their exact values, 1 + erf(-30) say, need more digits than the reference has)
@@ -126,6 +130,7 @@ PIECES = [
     Piece("c / (c2 + exp(-x))", lambda x, c: c(1.0) / (c(2.0) + sg.exp(-x))),
     Piece("log(sum(exp(x)) + c)", lambda x, c: sg.log(_sum(sg.exp(x)) + c(1.0))),
     Piece("log(c - x2)", lambda x, c: sg.log(c(1.5) - x)),
+    Piece("log(kv(c, x * x + c) + c)", lambda x, c: sg.log(sg.kv(c(1.5), x * x + c(1.0)) + c(1.0))),
     Piece("where(x > c, x * log(x), c)", lambda x, c: sg.where(x > c(0.0), x * sg.log(x), c(0.0))),
     Piece("where(x != c, x * log(x), c2)", lambda x, c: sg.where(x != c(0.0), x * sg.log(x), c(1.0))),
 ]

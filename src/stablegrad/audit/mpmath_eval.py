@@ -259,6 +259,10 @@ def _register() -> None:
         (m.Ndtr, "ndtr"),
         (m.Ndtri, "ndtri"),
         (m.Betaln, "betaln"),
+        (m.Kv, "kv"),
+        (m.Kve, "kve"),
+        (m.Iv, "iv"),
+        (m.Ive, "ive"),
     ]
     for cls, name in elementwise_ops:
         MPMATH_IMPLEMENTATIONS[cls] = _exact_or_native(cls, elementwise(name))

@@ -161,6 +161,30 @@ def _scalars():
     def betaln(a, b):
         return log(abs(mp.beta(a, b)))
 
+    # modified Bessel functions, real order, on SciPy's domain: K_v for x >= 0, I_v for x < 0 only at
+    # integer orders (elsewhere the value is complex: NaN)
+    def kv(v, a):
+        if a < 0:
+            return nan
+        return inf if a == 0 else mp.besselk(v, a)
+
+    def kve(v, a):
+        if a == inf:
+            return mpf(0)
+        return kv(v, a) * exp(a) if a > 0 else kv(v, a)
+
+    def iv(v, a):
+        if a < 0 and v != mpmath.floor(v):
+            return nan
+        if mpmath.isinf(a):
+            return inf if a > 0 or v % 2 == 0 else -inf
+        return mp.besseli(v, a)
+
+    def ive(v, a):
+        if mpmath.isinf(a):
+            return nan if a < 0 and v != mpmath.floor(v) else mpf(0)
+        return iv(v, a) * exp(-abs(a))
+
     return {
         "nan": nan,
         "mpf": mpf,
@@ -189,6 +213,10 @@ def _scalars():
         "ndtr": guarded(mp.ncdf),
         "ndtri": guarded(ndtri),
         "betaln": guarded(betaln),
+        "kv": guarded(kv),
+        "kve": guarded(kve),
+        "iv": guarded(iv),
+        "ive": guarded(ive),
         "polygamma": polygamma,
         "sqrt": guarded(lambda a: nan if a < 0 else mp.sqrt(a)),
         "add": lambda a, b: a + b,

@@ -55,7 +55,8 @@ class JaxCall(Op):
         return list(out) if self.primitive.multiple_results else [out]
 
     def perform(self, *arrays: np.ndarray):
-        results = [np.asarray(r, dtype=t.dtype) for r, t in zip(self.bind(*arrays), self.types)]
+        with jax.enable_x64(True):  # the arrays in their own dtypes: float64 is not to be rounded to float32
+            results = [np.asarray(r, dtype=t.dtype) for r, t in zip(self.bind(*arrays), self.types)]
         return results[0] if self.nout == 1 else tuple(results)
 
     def pullback(self, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Sequence[Variable]):
@@ -104,7 +105,8 @@ class JaxCallVJP(Op):
         return list(pull(cotangents))
 
     def perform(self, *arrays: np.ndarray):
-        results = [np.asarray(g, dtype=arrays[k].dtype) for g, k in zip(self.vjp(*arrays), self.wrt)]
+        with jax.enable_x64(True):
+            results = [np.asarray(g, dtype=arrays[k].dtype) for g, k in zip(self.vjp(*arrays), self.wrt)]
         return results[0] if self.nout == 1 else tuple(results)
 
     def pullback(self, inputs, outputs, grads):

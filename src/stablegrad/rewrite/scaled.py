@@ -1,5 +1,45 @@
-"""PLACEHOLDER"""
+"""Logs of functions that under- or overflow long before their logs do, through their scaled forms.
+
+K_v(x) underflows to 0 past x ≈ 700 and I_v(x) overflows past x ≈ 713, while their logs
+(about -x and +x) are ordinary numbers; the exponentially scaled functions kve = kv·eˣ
+and ive = iv·e⁻|ˣ| stay finite there, so the log is taken of those and the exponent
+added back exactly.
+"""
 
 from __future__ import annotations
 
-RULES: tuple = ()
+from ..ops.elementwise import abs, isinf, where
+from ..ops.math import Iv, Kv, Log, ive, kve, log
+from .engine import Kind, Phase, rewrite
+from .patterns import fits, owner
+
+
+@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Log)
+def log_kv_from_scaled(node):
+    """log(kv(v, x)) → log(kve(v, x)) - x: finite where kv underflows (x > 700 in float64)."""
+    k = owner(node.inputs[0], Kv)
+    if k is None:
+        return None
+    v, x = k.inputs
+    return fits(_finite_x_only(x, k.outputs[0], log(kve(v, x)) - x), node)
+
+
+@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Log)
+def log_iv_from_scaled(node):
+    """log(iv(v, x)) → log(ive(v, x)) + |x|: finite where iv overflows (|x| > 713 in float64)."""
+    i = owner(node.inputs[0], Iv)
+    if i is None:
+        return None
+    v, x = i.inputs
+    return fits(_finite_x_only(x, i.outputs[0], log(ive(v, x)) + abs(x)), node)
+
+
+def _finite_x_only(x, written, scaled):
+    """`scaled` where x is finite; at x = ±inf (the scaled function of SciPy is NaN there, and the
+    sum would be inf - inf) the log of the function as written, read through a `where` so that
+    these rules do not match it again."""
+    infinite = isinf(x)
+    return where(infinite, log(where(infinite, written, 1.0)), scaled)
+
+
+RULES = (log_kv_from_scaled, log_iv_from_scaled)

@@ -479,6 +479,17 @@ def lower_labels_in_range(op, labels, n):
     return labels
 
 
+# -- modified Bessel functions of real order (ops.math Kv, Kve, Iv, Ive) ----------------------------------------
+def lower_bessel(op, v, x):
+    """SciPy's function through a host callback: JAX has Bessel functions of order 0 and 1 only.
+    (The callback runs on the CPU; under `vmap` it is called once on the broadcast batch.)"""
+    dtype = _numpy_result_dtype(op, (np.dtype(v.dtype), np.dtype(x.dtype)))
+    result = jax.ShapeDtypeStruct(jnp.broadcast_shapes(jnp.shape(v), jnp.shape(x)), dtype)
+    return jax.pure_callback(
+        lambda a, b: np.asarray(op.perform(a, b), dtype), result, v, x, vmap_method="broadcast_all"
+    )
+
+
 # -- running sums and products, sorting (issue 19: cumsum, cumprod, argsort) -------------------------------
 def lower_cumulative(op, x):
     """cumsum/cumprod, accumulated in NumPy's dtype (int32 and bool in int64), as `lower_sum`."""
@@ -539,4 +550,5 @@ LOWERINGS: dict[type, Callable] = {
     reduction.CumSum: lower_cumulative,
     reduction.CumProd: lower_cumulative,
     indexing.Argsort: lower_argsort,
+    **dict.fromkeys((math_ops.Kv, math_ops.Kve, math_ops.Iv, math_ops.Ive), lower_bessel),
 }
