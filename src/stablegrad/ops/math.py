@@ -640,8 +640,8 @@ def kv(v, x):
 
     >>> import numpy as np, stablegrad as sg
     >>> x = sg.vector("x")
-    >>> [round(float(k), 12) for k in sg.function([x], sg.kv(0.5, x))(np.array([1.0]))]  # √(π/2)·e⁻¹
-    [0.461068504447]
+    >>> [round(float(k), 10) for k in sg.function([x], sg.kv(0.5, x))(np.array([1.0]))]  # √(π/2)·e⁻¹
+    [0.4610685044]
     """
     return Kv()(*as_operands(v, x))
 
