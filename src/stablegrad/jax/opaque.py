@@ -56,8 +56,7 @@ class JaxCall(Op):
 
     def perform(self, *arrays: np.ndarray):
         with jax.enable_x64(True):  # the arrays in their own dtypes: float64 is not to be rounded to float32
-            results = [np.asarray(r, dtype=t.dtype) for r, t in zip(self.bind(*arrays), self.types)]
-        return results[0] if self.nout == 1 else tuple(results)
+            return _as_returned(self, [np.asarray(r, dtype=t.dtype) for r, t in zip(self.bind(*arrays), self.types)])
 
     def pullback(self, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Sequence[Variable]):
         wrt = tuple(k for k, v in enumerate(inputs) if v.type.is_float())
@@ -106,23 +105,19 @@ class JaxCallVJP(Op):
 
     def perform(self, *arrays: np.ndarray):
         with jax.enable_x64(True):
-            results = [np.asarray(g, dtype=arrays[k].dtype) for g, k in zip(self.vjp(*arrays), self.wrt)]
-        return results[0] if self.nout == 1 else tuple(results)
+            return _as_returned(
+                self, [np.asarray(g, dtype=arrays[k].dtype) for g, k in zip(self.vjp(*arrays), self.wrt)]
+            )
 
     def pullback(self, inputs, outputs, grads):
         # (stabilize never asks: JAX differentiates the lowered backward pass itself)
         raise GradientError(f"{self.name}: a JAX primitive's gradient has no stablegrad derivative")
 
 
-def _lower_call(op: JaxCall, *args):
-    results = op.bind(*args)
+def _as_returned(op: Op, results: list):
+    """An op's results as `perform` and a lowering return them: one array, or a tuple of `nout`."""
     return results[0] if op.nout == 1 else tuple(results)
 
 
-def _lower_vjp(op: JaxCallVJP, *args):
-    results = op.vjp(*args)
-    return results[0] if op.nout == 1 else tuple(results)
-
-
-LOWERINGS[JaxCall] = _lower_call
-LOWERINGS[JaxCallVJP] = _lower_vjp
+LOWERINGS[JaxCall] = lambda op, *args: _as_returned(op, op.bind(*args))
+LOWERINGS[JaxCallVJP] = lambda op, *args: _as_returned(op, op.vjp(*args))

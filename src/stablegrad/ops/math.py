@@ -525,8 +525,8 @@ def _order_not_derived(g):
 class Kv(Elementwise):
     """K_v(x), the modified Bessel function of the second kind (scipy.special.kv).
 
-    Its log overflows long before the log of the result would: K_v(x) underflows past
-    x ≈ 700 (`log(kv(v, x))` is recognised as `log(kve(v, x)) - x`).
+    It underflows to 0 past x ≈ 700, where its log (about -x) is an ordinary number:
+    `log(kv(v, x))` is recognised as `log(kve(v, x)) - x`.
     Pullback in x: -(K_{v-1}(x) + K_{v+1}(x)) / 2; in v: NaN (see `_order_not_derived`).
     """
 
