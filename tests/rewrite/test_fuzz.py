@@ -272,7 +272,9 @@ def _reference(x, outputs, values) -> list[np.ndarray]:
         exact = evaluate([x], outputs, [values], dps=DEFAULT_DPS["float64"])
         if not all(np.isfinite(to_float(e, "float64")).all() for e in exact):
             exact = evaluate([x], outputs, [values], dps=4 * DEFAULT_DPS["float64"])
-    except (_TooCostly, OverflowError):  # (mpmath's own precision bookkeeping overflows past ~1e(1e300))
+    except (_TooCostly, OverflowError, MemoryError):
+        # (mpmath's own precision bookkeeping overflows past ~1e(1e300), and cosh(exp(exp(30)))
+        # asks for an integer of 2^(1e13) bits before the alarm can interrupt it)
         reject()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
