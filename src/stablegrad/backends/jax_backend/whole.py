@@ -1,11 +1,10 @@
-"""The softmax family lowered whole: `jax.nn`'s passes (a max, one sum of exp), tails kept.
+"""The softmax family lowered whole: `jax.nn`'s passes (a max, sums of exp), tails kept.
 
 The bodies of these ops count the entries at the max ("ties") and sum the others
 ("rest") separately, so that a tail far below the max is not rounded away against
-the max's exp(0) = 1: logsumexp([0, -40]) = 4.2e-18, not 0.  On XLA every sum
-writes its operand out in full, so those two sums cost two passes more than
-`jax.nn`.  Lowered whole they cost at most one: a total s < 2 means a unique max
-(each tie adds exactly 1), so `log(s)` needs the rest only there (`_log_total`).
+the max's exp(0) = 1: logsumexp([0, -40]) = 4.2e-18, not 0.  Lowered whole, both
+sums are read off e = exp(x - max) alone (`_log_total`): comparisons with the max
+would keep XLA's CPU code from fusing them into the loop that computes e.
 `logsumexp` goes further and speculates (`flags.settle`): a result of magnitude 1
 or more hides a lost tail, so only a row with s < 2 and |m + log s| < 1 calls for a
 rerun (see `lower_logsumexp`).
@@ -72,19 +71,22 @@ def _max_and_sum(x, axes: tuple[int, ...]):
 
 
 def _shifted(x, axes: tuple[int, ...]):
-    """(at_max, z, e, s) as the softmax bodies build them: z = x - max, exactly 0 at the
-    max entries (+inf ones included) and NaN on rows with nothing above -inf (0/0)."""
-    m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
-    at_max = x == jnp.where(m == -jnp.inf, jnp.nan, m)  # `_minus_max` compares so too: XLA does it once
-    z = _minus_max(x, m, True)
-    e = jnp.exp(z)
-    return at_max, z, e, jnp.sum(e, axis=axes, keepdims=True)
+    """(z, e) as the softmax bodies build them: z = x - max, exactly 0 at the max entries
+    (+inf ones included) and NaN on rows with nothing above -inf (0/0); e = exp(z)."""
+    z = _minus_max(x, jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf), True)
+    return z, jnp.exp(z)
 
 
-def _log_total(s, at_max, e, axes: tuple[int, ...]):
-    """log(s) for s = sum(e), with the tail kept: `log1p(rest)` where s < 2 (a unique max)."""
-    rest = jnp.sum(jnp.where(at_max, 0, e), axis=axes, keepdims=True)
-    return jnp.where(s < 2, jnp.log1p(rest), jnp.log(s))
+def _log_total(e, axes: tuple[int, ...]):
+    """log(sum(e)) for e = exp(x - max), with the tail kept, as the bodies'
+    `log_tied_plus_rest`: the max entries' e is exactly 1 and the others' below 1, so
+    ties = Σ floor(e) and rest = Σ (e - floor(e)).  (An entry just below the max whose
+    exp rounds to 1 counts as a tie: the same total.)  Counted from e alone, both sums
+    fuse into the loop that computes e; a select on `x == max` would not."""
+    whole = jnp.floor(e)
+    ties = jnp.sum(whole, axis=axes, keepdims=True)
+    rest = jnp.sum(e - whole, axis=axes, keepdims=True)
+    return jnp.log1p(rest + (ties - 1))
 
 
 def lower_logsumexp(op: LogSumExp, x):
@@ -106,7 +108,7 @@ def lower_logsumexp(op: LogSumExp, x):
     m, e, s = _max_and_sum(x, axes)
 
     def exact():
-        return m + _log_total(s, x == m, e, axes)
+        return m + _log_total(e, axes)
 
     if np.size(x) < EXACT_BELOW:
         out = exact()
@@ -127,20 +129,20 @@ def lower_logsumexp_grad(op: LogSumExpGrad, x):
 
 
 def lower_softmax(op: Softmax, x):
-    _, _, e, s = _shifted(x, op.axes)
-    return rounded(e / s)
+    _, e = _shifted(x, op.axes)
+    return rounded(e / jnp.sum(e, axis=op.axes, keepdims=True))
 
 
 def lower_log_softmax(op: LogSoftmax, x):
-    at_max, z, e, s = _shifted(x, op.axes)
-    return z - _log_total(s, at_max, e, op.axes)
+    z, e = _shifted(x, op.axes)
+    return z - _log_total(e, op.axes)
 
 
 def lower_softmax_cross_entropy(op: SoftmaxCrossEntropy, logits, labels):
     """`log_total - z[label]` for class indices (no log_softmax of the whole row), else the body's sum."""
     axes = (op.axis,)
-    at_max, z, e, s = _shifted(logits, axes)
-    log_total = _log_total(s, at_max, e, axes)
+    z, e = _shifted(logits, axes)
+    log_total = _log_total(e, axes)
     if op.sparse:
         picked = jnp.take_along_axis(z, jnp.expand_dims(labels, op.axis), axis=op.axis)
         return jnp.squeeze(log_total - picked, op.axis)

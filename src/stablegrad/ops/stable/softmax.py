@@ -22,7 +22,7 @@ from ..creation import arange
 from ..elementwise import astype, equal, logical_not, logical_or, where
 from ..indexing import take_along_axis
 from ..math import exp
-from ..reduction import All, Sum
+from ..reduction import Sum
 from ..shape import ExpandDims, Squeeze, as_shape_inputs, broadcast_to, reshape, shape_tuple
 from ._common import (
     NEG_INF,
@@ -49,8 +49,11 @@ def _shifted(axes: tuple[int, ...], x_live: Variable) -> tuple[Variable, Variabl
 
 
 def _dead(axes: tuple[int, ...], x_live: Variable) -> Variable:
-    """Rows (axes kept) without a live entry above -inf: their gradient is 0."""
-    return All(axes, keepdims=True)(equal(x_live, NEG_INF))
+    """Rows (axes kept) without a live entry above -inf: their gradient is 0.
+
+    Those whose max is -inf (a NaN entry makes it NaN: not dead).  It is the shift the
+    body takes, so a compiler that sees both computes the max once."""
+    return equal(MaxShift(axes, keepdims=True)(x_live), NEG_INF)
 
 
 def _unpack(inputs, masked: bool):
@@ -128,11 +131,11 @@ class LogSoftmax(SymbolicOp):
         _, mask, x_live = _unpack(inputs, self.masked)
         (out,), (g,) = outputs, grads
         dead = _dead(self.axes, x_live)
-        silent = dead if mask is None else logical_or(dead, logical_not(mask))
-        g_live = where(silent, 0, g)
+        if mask is None:  # one select per entry: a dead row's NaN terms are dropped whole
+            return [where(dead, 0, g - exp(out) * Sum(self.axes, keepdims=True)(g))]
+        g_live = where(logical_or(dead, logical_not(mask)), 0, g)
         p = exp(where(dead, NEG_INF, out))
-        gx = g_live - p * Sum(self.axes, keepdims=True)(g_live)
-        return [gx] if mask is None else [gx, zero_grad(mask)]
+        return [g_live - p * Sum(self.axes, keepdims=True)(g_live), zero_grad(mask)]
 
 
 def _softmax_args(name: str, x, axis, where) -> tuple[list[Variable], tuple[int, ...], np.dtype]:
