@@ -65,6 +65,22 @@ def _sum(v):
     return sg.sum(v, axis=-1, keepdims=True)
 
 
+#: N × N matrices for products in probability space (summed to one entry, as a piece's result may
+#: be: its last axis kept as 1): one with zeros, one with negative entries
+TRANSITIONS = np.array([[0.5, 0.0, 0.5], [0.25, 0.5, 0.25], [0.0, 0.125, 0.875]])
+SIGNED = np.array([[1.0, -1.0, 0.5], [-0.5, 1.0, 1.0], [1.0, 1.0, -2.0]])
+
+
+def _widened(x):
+    """x with its last axis broadcast to N (it may be 1 at run time), to multiply an N × N matrix."""
+    return x + sg.zeros(N, dtype=x.dtype)
+
+
+def _matrix(x, values: np.ndarray):
+    """`values` in the dtype exp(x) has, so that the product does not widen it."""
+    return sg.constant(values.astype(x.dtype if np.dtype(x.dtype).kind == "f" else np.float64))
+
+
 PIECES = [
     # the catalogue's naive formulas
     Piece("log(c + exp(x))", lambda x, c: sg.log(c(1.0) + sg.exp(x))),
@@ -112,6 +128,13 @@ PIECES = [
     Piece("log(kv(c, x * x + c))", lambda x, c: sg.log(sg.kv(c(1.5), x * x + c(1.0)))),
     Piece("log(iv(c, x * x + c))", lambda x, c: sg.log(sg.iv(c(2.0), x * x + c(1.0)))),
     Piece("where(x == c, c, x * log1p(x))", lambda x, c: sg.where(x == c(0.0), c(0.0), x * sg.log1p(x))),
+    Piece("log(exp(x) @ M)", lambda x, c: _sum(sg.log(sg.exp(_widened(x)) @ _matrix(x, TRANSITIONS)))),
+    Piece("log(exp(x) @ M_signed)", lambda x, c: _sum(sg.log(sg.exp(_widened(x)) @ _matrix(x, SIGNED)))),
+    Piece(
+        "log(c * softmax(x) + c2 * softmax(-x))",
+        lambda x, c: sg.log(c(0.25) * sg.softmax(x) + c(0.75) * sg.softmax(-x)),
+    ),
+    Piece("log(sigmoid(x) + c * sigmoid(-x))", lambda x, c: sg.log(sg.sigmoid(x) + c(0.5) * sg.sigmoid(-x))),
     # (the erf-complement, normal-CDF-from-erf and sigmoid-difference identities are tested in
     # test_identities: their exact values, 1 + erf(-30) say, need more digits than the reference has)
     # (not here: `x * exp(x)` and `x * log(y)`, whose rules take the limit 0 of -inf · 0 by design,
@@ -133,6 +156,7 @@ PIECES = [
     Piece("log(kv(c, x * x + c) + c)", lambda x, c: sg.log(sg.kv(c(1.5), x * x + c(1.0)) + c(1.0))),
     Piece("where(x > c, x * log(x), c)", lambda x, c: sg.where(x > c(0.0), x * sg.log(x), c(0.0))),
     Piece("where(x != c, x * log(x), c2)", lambda x, c: sg.where(x != c(0.0), x * sg.log(x), c(1.0))),
+    Piece("log(exp(x) @ M + c)", lambda x, c: _sum(sg.log(sg.exp(_widened(x)) @ _matrix(x, TRANSITIONS) + c(1.0)))),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]

@@ -23,6 +23,7 @@ from ..ops.composite import OpFromGraph, SymbolicOp, body_of
 from ..ops.creation import Alloc
 from ..ops.elementwise import Compare, Where, equal, where
 from ..ops.indexing import Index
+from ..ops.linalg import Matmul
 from ..ops.reduction import Reduction
 from ..ops.scan import Scan
 from ..ops.shape import BroadcastTo, Concatenate, ExpandDims, ReduceTo, ShapeDim, Squeeze, Transpose, broadcast_to
@@ -159,11 +160,27 @@ def _operand_sources(v: Variable, axis: int) -> list[Source | int] | None:
         return _dim_sources(owner.inputs[1 + axis])
     if isinstance(op, Concatenate) and axis != op.axis % v.ndim:
         return [(x, axis) for x in owner.inputs]  # equal in every operand, off the joined axis
+    if isinstance(op, Matmul):
+        return _matmul_sources(*owner.inputs, v.ndim, axis)
     layout = _layout_source(op, owner.inputs[0], axis)
     if layout is not None:
         return layout
     source = extent_source(v, axis)
     return [source] if source is not None else None
+
+
+def _matmul_sources(a: Variable, b: Variable, ndim: int, axis: int) -> list[Source | int]:
+    """numpy.matmul's extents: the batch axes broadcast (aligned from the right), then a's rows
+    and b's columns, each absent where that operand is a vector."""
+    batch = ndim - (a.ndim > 1) - (b.ndim > 1)
+    if axis >= batch:
+        return [(a, a.ndim - 2)] if axis == batch and a.ndim > 1 else [(b, b.ndim - 1)]
+    sources: list[Source | int] = []
+    for x in (a, b):
+        offset = batch - (x.ndim - 2)
+        if x.ndim > 2 and axis >= offset:
+            sources.append((x, axis - offset))
+    return sources
 
 
 def _layout_source(op, x: Variable, axis: int) -> list[Source | int] | None:

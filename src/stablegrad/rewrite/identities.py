@@ -223,7 +223,7 @@ def log_sigmoid_from_log1p_of_minus_sigmoid(node):
 def sigmoid_complement_from_c_minus_sigmoid(node):
     """c - σ(x) for a constant 1 < c <= 2 → (c - 1) + σ(-x) (also c + (-σ(x))); with a log
     around it, log((c - 1) + σ(-x)) is the log of a sum of positive terms, accurate for large x
-    (probability.py's mixture rule goes on to logaddexp(log(c - 1), log_sigmoid(-x))).
+    (stabilize's `logaddexp_from_naive` goes on to logaddexp(log(c - 1), log_sigmoid(-x))).
 
     Written, c - σ(x) for c = 1 + δ (a guard such as 1.0000000000000002 or 1 + 1e-7) is left
     with the rounding of σ(x) near 1, as large as δ itself: for c = 1 + 2⁻⁵², log(c - σ(x)) is

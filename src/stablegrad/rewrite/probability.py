@@ -1,5 +1,111 @@
-"""PLACEHOLDER"""
+"""Probability space under a log: a matrix product of exponentials, and a softmax's complement.
+
+`log(exp(a) @ B)` is how a hidden-Markov forward step or a mixture over a shared set of
+components is written with a matrix product: every exp(a) underflows to 0 once `a` is a
+log-likelihood of a few hundred nats (log(0) = -inf), or overflows past ~709.  Shifting
+`a` by its largest entry along the contracted axis keeps the product's speed (one
+matrix product) and its terms in range: log(exp(a - s) @ B) + s.
+
+`log(1 - softmax(x))`, the log-probability of "any class but this one", is
+log1mexp(log_softmax(x)) once recognised, which is -inf at a saturated maximum: there
+log_softmax rounds to 0 (it is -(tail), below an ulp of 1) and its complement, the tail
+itself, is lost.  The complement of the max entry is therefore taken from the tail directly.
+"""
 
 from __future__ import annotations
 
-RULES: tuple = ()
+import numpy as np
+
+from ..graph.basic import Variable, constant
+from ..ops.elementwise import Negative, Subtract, astype, equal, isfinite, logical_and, where
+from ..ops.gradient_mask import MaskedGradient, masked_gradient
+from ..ops.linalg import Matmul, matmul
+from ..ops.math import Exp, Log, Log1p, exp, log, log1p
+from ..ops.reduction import Sum
+from ..ops.shape import Squeeze
+from ..ops.stable import Log1mExp, LogSoftmax, Softmax
+from ..ops.stable._common import MaxShift
+from .engine import Kind, Phase, rewrite
+from .patterns import entrywise_operand, fits, owner
+
+
+@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Log)
+def log_matmul_exp_from_naive(node):
+    """log(exp(a) @ B) → log(exp(a - s) @ B) + s and log(B @ exp(a)) → log(B @ exp(a - s)) + s, s the
+    max of `a` along the contracted axis (0 where that max is not finite, so -inf, +inf and NaN
+    rows give what the written formula gives).  The terms then lie in [0, 1] with 1 at the max:
+    nothing overflows, and a row far below zero no longer underflows whole to log(0) = -inf.
+
+    It fires for any B: a negative total is NaN as it is written.  The shift carries no
+    gradient (the value does not depend on it; its exact cancellation in the derivative would
+    only add rounding).  Terms more than ~745 (float64) below their row's max still underflow:
+    the result is then the product over the terms near the max, which is the answer unless B
+    gives all of those a weight of 0.  The exact form there, a logsumexp of a + log(B) over
+    the contracted axis, would hold a k-fold larger intermediate, and is not built."""
+    product = owner(node.inputs[0], Matmul)
+    if product is None:
+        return None
+    left, right = product.inputs
+    a = entrywise_operand(left, Exp)
+    on_left = a is not None
+    if not on_left:
+        a = entrywise_operand(right, Exp)
+    if a is None or _shifted_already(a):
+        return None
+    a = astype(a, (left if on_left else right).dtype)  # (exp of integers is a float)
+    # the contracted axis: a's last on the left, its second to last (or only) on the right
+    axis = -1 if on_left or a.ndim == 1 else -2
+    shift = _shift(a, axis)
+    terms = exp(a - shift)
+    total = matmul(terms, right) if on_left else matmul(left, terms)
+    if (right if on_left else left).ndim == 1:  # a vector operand: the product drops that axis
+        shift = Squeeze((axis % shift.ndim,))(shift)
+    return fits(log(total) + shift, node)
+
+
+def _shifted_already(a: Variable) -> bool:
+    """Whether `a` is this rule's own a - shift (its shift is the only gradient-masked operand)."""
+    difference = owner(a, Subtract)
+    return difference is not None and owner(difference.inputs[1], MaskedGradient) is not None
+
+
+def _shift(a: Variable, axis: int) -> Variable:
+    """max(a) along `axis` (kept as length 1), 0 where it is not finite, with no gradient."""
+    top = MaxShift((axis % a.ndim,), keepdims=True)(a)
+    return masked_gradient(where(isfinite(top), top, 0), constant(False))
+
+
+@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Log1mExp, Log1p)
+def log_softmax_complement_from_naive(node):
+    """log1mexp(log_softmax(x)) and log1p(-softmax(x)) (what log(1 - softmax(x)) becomes) → at a
+    row's unique max entry, log(r) - log1p(r) with r = Σ exp(x - max) over the row's other
+    entries; elsewhere log1mexp(log_softmax(x)).  A saturated row, [0, 0, 800], has
+    1 - p = 7.5e-348 at 800: -799.31, where p rounds to 1 and log_softmax to 0.
+
+    Elsewhere p <= 1/2 (off the max, or one of several tied maxima) and log1mexp(log p) is
+    accurate already.  A row without an entry above -inf stays NaN (0/0), as written."""
+    ls = _log_softmax_under(node)
+    if ls is None:
+        return None
+    x, axes = ls.owner.inputs[0], ls.owner.op.axes
+    top = MaxShift(axes, keepdims=True)(x)
+    at_max = equal(x, where(equal(top, -np.inf), np.nan, top))  # no entry of an empty row: NaN
+    e = exp(where(at_max, 0, x - top))
+    alone = logical_and(at_max, equal(Sum(axes, keepdims=True)(astype(at_max, e.dtype)), 1))
+    rest = Sum(axes, keepdims=True)(where(at_max, 0, e))
+    # the other entries through a `where`, so that this rule does not match them again
+    elsewhere = Log1mExp()(where(alone, -1.0, ls))
+    return fits(where(alone, log(rest) - log1p(rest), elsewhere), node)
+
+
+def _log_softmax_under(node) -> Variable | None:
+    """log_softmax(x) (unmasked) where node is log1mexp of it or log1p(-softmax(x))."""
+    if isinstance(node.op, Log1mExp):
+        ls = owner(node.inputs[0], LogSoftmax)
+        return node.inputs[0] if ls is not None and not ls.op.masked else None
+    negated = owner(node.inputs[0], Negative)
+    s = owner(negated.inputs[0], Softmax) if negated is not None else None
+    return LogSoftmax(s.op.axes)(s.inputs[0]) if s is not None and not s.op.masked else None
+
+
+RULES = (log_matmul_exp_from_naive, log_softmax_complement_from_naive)

@@ -66,6 +66,20 @@ def _exp_argument(v: Variable) -> Variable | None:
     return pair.inputs[0] + pair.inputs[1] if pair is not None else None
 
 
+def _log_of_exp_like(v: Variable) -> Variable | None:
+    """log(v), stable, where v is exp(x) (x), sigmoid(x) (log_sigmoid) or a softmax (log_softmax
+    of the same axes and mask): the terms whose log is known without taking it of a rounded 0."""
+    x = _exp_argument(v)
+    if x is not None:
+        return x
+    node = owner(v, stable.Sigmoid, stable.Softmax)
+    if node is None:
+        return None
+    if isinstance(node.op, stable.Sigmoid):
+        return stable.LogSigmoid()(node.inputs[0])
+    return stable.LogSoftmax(node.op.axes, node.op.masked)(*node.inputs)
+
+
 # -- log-sum-exp ---------------------------------------------------------------------------------
 @rewrite(_S, _REC, Log)
 def logsumexp_from_naive(node):
@@ -255,10 +269,12 @@ def log_softmax_from_log_of_softmax(node):
 
 @rewrite(_S, _REC, Subtract)
 def log_softmax_from_logsumexp(node):
-    """x - logsumexp(x, axis, keepdims=True) → log_softmax(x, axis)."""
+    """x - logsumexp(x, axis, keepdims=True) → log_softmax(x, axis); without keepdims too where
+    the reduced axes are the leading ones, which broadcasting puts back in place (a vector's
+    `x - logsumexp(x)`)."""
     x, lse = node.inputs
     n = owner(lse, stable.LogSumExp)
-    if n is None or n.inputs[0] is not x or not _plain_keepdims_logsumexp(n):
+    if n is None or n.inputs[0] is not x or not _broadcasts_back(n):
         return None
     return fits(stable.log_softmax(x, axis=n.op.axes), node)
 
@@ -317,7 +333,9 @@ def logaddexp_from_naive(node):
     A term `sum(exp(x))` joins as logsumexp(x), and a positive constant c as log(c), so
     the "guarded" `log(sum(exp(x)) + 1e-10)` users write is repaired too.  Terms `w · exp(x)`
     make it a logsumexp over the terms with weights w (signed, as written: a negative total
-    is NaN), so `log(p·exp(a) + (1 - p)·exp(b))` has a finite gradient at p = 0.
+    is NaN), so `log(p·exp(a) + (1 - p)·exp(b))` has a finite gradient at p = 0.  A sigmoid or
+    softmax term joins as its log (log_sigmoid, log_softmax): a mixture of probabilities,
+    `log(p·softmax(u) + (1 - p)·softmax(v))`, stays finite where both underflow.
     """
     terms = add_terms(node.inputs[0])
     if len(terms) < 2:
@@ -336,9 +354,10 @@ def logaddexp_from_naive(node):
 
 
 def _log_of_term(t: Variable) -> tuple[Variable, Variable | None] | None:
-    """(log(t), None) stably for a term of a sum inside a log: exp(x), sum(exp(x)) or a positive
-    constant; (x, w) for a weighted exponential w · exp(x)."""
-    x = _exp_argument(t)
+    """(log(t), None) stably for a term of a sum inside a log: exp(x), a sigmoid or softmax (the
+    probabilities a mixture weighs), sum(exp(x)) or a positive constant; (log(f), w) for a
+    weighted term w · f of those first kinds."""
+    x = _log_of_exp_like(t)
     if x is not None:
         return x, None
     total = owner(t, Sum)
@@ -348,7 +367,7 @@ def _log_of_term(t: Variable) -> tuple[Variable, Variable | None] | None:
     product = owner(t, Multiply)
     if product is not None:
         for w, term in (product.inputs, product.inputs[::-1]):
-            x = _exp_argument(term)
+            x = _log_of_exp_like(term)
             if x is not None and _exp_argument(w) is None:  # exp(a) * exp(b) is exp_of_sum's
                 return x, w
     value = constant_value(t)
@@ -675,9 +694,10 @@ def _single_axis(op) -> int | None:
     return axes[0] if isinstance(axes, tuple) and len(axes) == 1 else None
 
 
-def _plain_keepdims_logsumexp(node) -> bool:
+def _broadcasts_back(node) -> bool:
+    """Whether a plain logsumexp's result lines up with its operand under broadcasting."""
     op = node.op
-    return op.keepdims and op.plain
+    return op.plain and (op.keepdims or op.axes == tuple(range(len(op.axes))))
 
 
 RULES = (
