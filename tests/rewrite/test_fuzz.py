@@ -134,6 +134,10 @@ PIECES = [
         "log(c * softmax(x) + c2 * softmax(-x))",
         lambda x, c: sg.log(c(0.25) * sg.softmax(x) + c(0.75) * sg.softmax(-x)),
     ),
+    Piece(
+        "sum(where(x > c, exp(x), c)) / sum(exp(x))",
+        lambda x, c: _sum(sg.where(x > c(0.0), sg.exp(x), c(0.0))) / _sum(sg.exp(x)),
+    ),
     Piece("log(sigmoid(x) + c * sigmoid(-x))", lambda x, c: sg.log(sg.sigmoid(x) + c(0.5) * sg.sigmoid(-x))),
     # (the erf-complement, normal-CDF-from-erf and sigmoid-difference identities are tested in
     # test_identities: their exact values, 1 + erf(-30) say, need more digits than the reference has)

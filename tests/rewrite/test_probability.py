@@ -257,3 +257,50 @@ def test_only_leading_axes_make_x_minus_logsumexp_a_log_softmax():
         f = sg.function([m], m - sg.logsumexp(m, axis=axis))
         assert ("[log_softmax_from_logsumexp]" in f.explain()) == fires
         np.testing.assert_allclose(f(values), values - np.log(np.exp(values).sum(axis=axis)), rtol=1e-14)
+
+
+# -- the probability of a set of classes ----------------------------------------------------------
+def _exact_ratio(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    with mpmath.workdps(40):
+        return np.array(
+            [
+                float(
+                    mpmath.fsum(mpmath.exp(v) for v, m in zip(row, keep) if m) / mpmath.fsum(mpmath.exp(v) for v in row)
+                )
+                for row, keep in zip(x.tolist(), mask.tolist())
+            ]
+        )
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_ratio_of_masked_sums_of_exponentials_is_finite_past_overflow(dtype):
+    scale = 1000.0 if dtype == "float64" else 120.0
+    x_value = (np.array([[1.0, 0.999, 0.998], [0.0, 0.001, 0.002], [-1.0, -1.001, -2.0]]) * scale).astype(dtype)
+    mask_value = np.array([[1, 0, 1], [0, 1, 1], [0, 1, 0]], bool)
+    x, mask = sg.tensor("x", shape=(None, None), dtype=dtype), sg.tensor("mask", shape=(None, None), dtype="bool")
+    p = sg.sum(sg.where(mask, sg.exp(x), 0), axis=1) / sg.sum(sg.exp(x), axis=1)
+    f = sg.function([x, mask], [p, sg.grad(sg.sum(p), x)])
+    value, slope = f(x_value, mask_value)
+    with np.errstate(all="ignore"):
+        written = sg.function([x, mask], p, recognition=False)(x_value, mask_value)
+    assert not np.isfinite(written[[0, 2]]).any()  # inf/inf and 0/0
+    np.testing.assert_allclose(
+        value, _exact_ratio(x_value.astype(np.float64), mask_value), rtol=1e-14 if dtype == "float64" else 1e-6
+    )
+    assert np.isfinite(slope).all() and "[probability_from_ratio_of_sums]" in f.explain()
+    # the gradient of a set's probability: p·(1 - p) on its members' share, against the softmax's
+    softmax = np.exp(x_value - x_value.max(axis=1, keepdims=True).astype(np.float64))
+    softmax /= softmax.sum(axis=1, keepdims=True)
+    expected = softmax * (mask_value - value.astype(np.float64)[:, None])
+    np.testing.assert_allclose(slope, expected, rtol=1e-12 if dtype == "float64" else 1e-5, atol=1e-30)
+
+
+def test_a_ratio_keeps_its_domain_and_a_near_miss_stays():
+    x, y = sg.vector("x"), sg.vector("y")
+    ratio = sg.sum(sg.exp(x)) / sg.sum(sg.exp(y))
+    f, written = sg.function([x, y], ratio), sg.function([x, y], ratio, recognition=False)
+    for a, b in (([-np.inf], [-np.inf]), ([np.nan, 0.0], [0.0]), ([0.0, 1.0], [np.inf]), ([1.0, 2.0], [3.0, -1.0])):
+        with np.errstate(all="ignore"):
+            np.testing.assert_allclose(f(np.array(a), np.array(b)), written(np.array(a), np.array(b)), rtol=1e-15)
+    near_miss = sg.sum(sg.exp(x)) / sg.sum(sg.exp(y), keepdims=True)  # other axes: left as written
+    assert "[probability_from_ratio_of_sums]" not in sg.function([x, y], near_miss).explain()

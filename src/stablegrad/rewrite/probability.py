@@ -1,4 +1,5 @@
-"""Probability space under a log: a matrix product of exponentials, and a softmax's complement.
+"""Probability space: a matrix product of exponentials under a log, a softmax's complement,
+and the probability of a set of classes as a ratio of sums of exponentials.
 
 `log(exp(a) @ B)` is how a hidden-Markov forward step or a mixture over a shared set of
 components is written with a matrix product: every exp(a) underflows to 0 once `a` is a
@@ -10,6 +11,9 @@ matrix product) and its terms in range: log(exp(a - s) @ B) + s.
 log1mexp(log_softmax(x)) once recognised, which is -inf at a saturated maximum: there
 log_softmax rounds to 0 (it is -(tail), below an ulp of 1) and its complement, the tail
 itself, is lost.  The complement of the max entry is therefore taken from the tail directly.
+
+`sum(where(mask, exp(x), 0)) / sum(exp(x))` is inf/inf past ~709 and 0/0 far below; both
+sums shifted by the same max are a quotient of ordinary numbers.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.basic import Variable, constant
-from ..ops.elementwise import Negative, Subtract, astype, equal, isfinite, logical_and, where
+from ..ops.elementwise import Divide, Negative, Subtract, astype, equal, isfinite, logical_and, maximum, where
 from ..ops.gradient_mask import MaskedGradient, masked_gradient
 from ..ops.linalg import Matmul, matmul
 from ..ops.math import Exp, Log, Log1p, exp, log, log1p
@@ -108,4 +112,28 @@ def _log_softmax_under(node) -> Variable | None:
     return LogSoftmax(s.op.axes)(s.inputs[0]) if s is not None and not s.op.masked else None
 
 
-RULES = (log_matmul_exp_from_naive, log_softmax_complement_from_naive)
+@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Divide)
+def probability_from_ratio_of_sums(node):
+    """sum(exp(a)) / sum(exp(b)) over the same axes → sum(exp(a - s)) / sum(exp(b - s)), s the
+    larger of the two maxima along those axes (0 where it is not finite): the probability of
+    a set of classes, `sum(where(mask, exp(x), 0)) / sum(exp(x))`, is no longer inf/inf past
+    ~709 (float64) or 0/0 far below.
+
+    Both sums are at most their entry count and the larger at least 1 (the max entry's
+    exp(0)), so the quotient keeps a quotient's accuracy; a numerator that is a tiny fraction
+    of the denominator (below ~1e-308) still underflows, as it would written.  The shift
+    carries no gradient (the quotient does not depend on it)."""
+    top, bottom = (owner(v, Sum) for v in node.inputs)
+    if top is None or bottom is None or top.op != bottom.op:
+        return None
+    a, b = (entrywise_operand(t.inputs[0], Exp) for t in (top, bottom))
+    if a is None or b is None or a.ndim != b.ndim or _shifted_already(a):
+        return None
+    a, b = astype(a, top.inputs[0].dtype), astype(b, bottom.inputs[0].dtype)
+    axes = top.op.axes
+    largest = maximum(MaxShift(axes, keepdims=True)(a), MaxShift(axes, keepdims=True)(b))
+    shift = masked_gradient(where(isfinite(largest), largest, 0), constant(False))
+    return fits(top.op(exp(a - shift)) / bottom.op(exp(b - shift)), node)
+
+
+RULES = (log_matmul_exp_from_naive, log_softmax_complement_from_naive, probability_from_ratio_of_sums)
