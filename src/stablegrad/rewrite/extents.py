@@ -161,7 +161,8 @@ def _operand_sources(v: Variable, axis: int) -> list[Source | int] | None:
     if isinstance(op, Concatenate) and axis != op.axis % v.ndim:
         return [(x, axis) for x in owner.inputs]  # equal in every operand, off the joined axis
     if isinstance(op, Matmul):
-        return _matmul_sources(*owner.inputs, v.ndim, axis)
+        a, b = owner.inputs
+        return _matmul_sources(a, b, v.ndim, axis)
     layout = _layout_source(op, owner.inputs[0], axis)
     if layout is not None:
         return layout

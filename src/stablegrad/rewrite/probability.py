@@ -18,6 +18,8 @@ sums shifted by the same max are a quotient of ordinary numbers.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from ..graph.basic import Variable, constant
@@ -106,10 +108,12 @@ def _log_softmax_under(node) -> Variable | None:
     """log_softmax(x) (unmasked) where node is log1mexp of it or log1p(-softmax(x))."""
     if isinstance(node.op, Log1mExp):
         ls = owner(node.inputs[0], LogSoftmax)
-        return node.inputs[0] if ls is not None and not ls.op.masked else None
+        return node.inputs[0] if ls is not None and not cast(LogSoftmax, ls.op).masked else None
     negated = owner(node.inputs[0], Negative)
     s = owner(negated.inputs[0], Softmax) if negated is not None else None
-    return LogSoftmax(s.op.axes)(s.inputs[0]) if s is not None and not s.op.masked else None
+    if s is None or cast(Softmax, s.op).masked:
+        return None
+    return LogSoftmax(cast(Softmax, s.op).axes)(s.inputs[0])
 
 
 @rewrite(Phase.STABILIZE, Kind.RECOGNITION, Divide)

@@ -77,7 +77,8 @@ def _log_of_exp_like(v: Variable) -> Variable | None:
         return None
     if isinstance(node.op, stable.Sigmoid):
         return stable.LogSigmoid()(node.inputs[0])
-    return stable.LogSoftmax(node.op.axes, node.op.masked)(*node.inputs)
+    op = cast(stable.Softmax, node.op)
+    return stable.LogSoftmax(op.axes, op.masked)(*node.inputs)
 
 
 # -- log-sum-exp ---------------------------------------------------------------------------------
