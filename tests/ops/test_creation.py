@@ -136,6 +136,29 @@ def test_linspace_is_differentiable_in_its_ends(num, endpoint, seed):
     check_grads(lambda a, b: sg.linspace(a, b, num, endpoint=endpoint), ends, order=2)
 
 
+@given(ends=LINSPACE_ENDS, num=st.integers(0, 7), endpoint=st.booleans(), symbolic_ends=st.booleans())
+def test_linspace_returns_its_step(ends, num, endpoint, symbolic_ends):
+    start, stop = (np.asarray(e) for e in ends) if symbolic_ends else ends
+    expected, expected_step = np.linspace(start, stop, num, endpoint=endpoint, retstep=True)
+    if symbolic_ends:
+        a, b = (sg.tensor(n, shape=(), dtype=np.asarray(e).dtype) for n, e in zip("ab", (start, stop)))
+        values, step = sg.function([a, b], list(sg.linspace(a, b, num, endpoint=endpoint, retstep=True)))(start, stop)
+    else:
+        values, step = (v.eval() for v in sg.linspace(start, stop, num, endpoint=endpoint, retstep=True))
+    np.testing.assert_array_equal(values, expected)
+    np.testing.assert_array_equal(step, expected_step)  # (NaN where there is no step: num < 2 with the endpoint)
+
+
+def test_linspace_places_array_ends_along_axis():
+    start, stop = np.array([0.0, 1.0]), np.array([1.0, 3.0])
+    for axis in (0, 1, -1):
+        np.testing.assert_array_equal(
+            sg.linspace(start, stop, 3, axis=axis).eval(), np.linspace(start, stop, 3, axis=axis)
+        )
+    with pytest.raises(sg.ShapeError, match="linspace: axis 1 is out of bounds"):
+        sg.linspace(sg.scalar("a"), 1.0, 3, axis=1)
+
+
 def test_linspace_refuses_a_negative_num():
     with pytest.raises(sg.ShapeError, match="linspace: num must be a non-negative int") as info:
         sg.linspace(0.0, 1.0, -1)

@@ -359,6 +359,27 @@ def test_take(case, symbolic):
     check_grads(lambda v: sg.take(v, indices, axis=axis), [x], order=2, symbolic_shapes=symbolic)
 
 
+@given(case=take_cases(), mode=st.sampled_from(["wrap", "clip"]), spread=st.integers(1, 3), symbolic=st.booleans())
+@pullback_examples
+def test_take_wraps_or_clips_indices_out_of_range(case, mode, spread, symbolic):
+    x, indices, axis = case
+    n = x.size if axis is None else x.shape[axis]
+    indices = np.asarray(indices) * spread + (n if mode == "clip" else 0)  # past the ends, both sides
+    if n == 0:
+        return  # (nothing to wrap or clip into: NumPy raises, as "raise" does)
+    expected = np.take(x, indices, axis=axis, mode=mode)
+    out, value = evaluate(lambda v: sg.take(v, indices, axis=axis, mode=mode), [x], symbolic)
+    assert_same(out, value, expected, symbolic)
+    out, value = evaluate(lambda v, i: sg.take(v, i, axis=axis, mode=mode), [x, indices], symbolic)
+    assert_same(out, value, expected, symbolic=True)
+    check_grads(lambda v: sg.take(v, indices, axis=axis, mode=mode), [x], order=1, symbolic_shapes=symbolic)
+
+
+def test_take_refuses_an_unknown_mode():
+    with pytest.raises(sg.ShapeError, match="take: mode must be 'raise', 'wrap' or 'clip', got 'nearest'"):
+        sg.take(sg.vector("x"), [0], mode="nearest")
+
+
 @given(
     shape=shapes(max_dims=2),
     num_classes=st.integers(0, 4),

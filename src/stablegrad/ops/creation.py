@@ -136,38 +136,43 @@ def identity(n: int, dtype="float64"):
     return eye(n, dtype=dtype)
 
 
-def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None):
+def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype=None, axis: int = 0):
     """`num` evenly spaced values from start to stop (numpy.linspace); start and stop may be
-    0-d tensors, then the result is differentiable in them.
+    0-d tensors, then the result is differentiable in them.  `retstep=True` returns
+    (values, step) as NumPy does; `axis` places the samples for array-valued constant ends
+    (symbolic ends are 0-d, so their result has the one axis 0, or -1).
 
     >>> import stablegrad as sg
     >>> sg.linspace(0.0, 1.0, 5).eval()
     array([0.  , 0.25, 0.5 , 0.75, 1.  ])
+    >>> [v.eval().tolist() for v in sg.linspace(0.0, 1.0, 3, retstep=True)]
+    [[0.0, 0.5, 1.0], 0.5]
     """
     if not isinstance(num, int | np.integer) or num < 0:
         raise ShapeError(f"linspace: num must be a non-negative int, got {num!r}")
     num = int(num)
     if not isinstance(start, Variable) and not isinstance(stop, Variable):
-        return Constant(np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype))
+        found = np.linspace(start, stop, num, endpoint=endpoint, retstep=retstep, dtype=dtype, axis=axis)
+        return (Constant(found[0]), Constant(np.asarray(found[1]))) if retstep else Constant(found)
     lo, hi = as_operands(start, stop)
     if lo.ndim or hi.ndim:
         raise ShapeError(f"linspace: symbolic start and stop must be 0-d, got {lo.type} and {hi.type}")
+    if axis not in (0, -1):
+        raise ShapeError(f"linspace: axis {axis} is out of bounds for the 1-d result of 0-d ends")
     float_dtype = np.result_type(lo.dtype, hi.dtype, float(num))
     lo, hi = astype(lo, float_dtype), astype(hi, float_dtype)
     div = (num - 1) if endpoint else num
     # NumPy's own formula, so the values agree to the last bit: start + i * (delta / div), then
     # the last entry set to stop exactly; with div == 0 the step is nan (only i = 0 exists)
     steps = Constant(np.arange(num, dtype=float_dtype))
-    if div > 0:
-        values = steps * ((hi - lo) / div) + lo
-    else:
-        values = steps * (hi - lo) + lo
+    step = (hi - lo) / div if div > 0 else (hi - lo) * np.nan
+    values = steps * step + lo if div > 0 else steps * (hi - lo) + lo
     if endpoint and num > 1:
         values = values.at[-1].set(hi)
-    if dtype is None:
-        return values
-    dtype = np.dtype(dtype)
-    return astype(floor(values) if dtype.kind in "iu" else values, dtype)  # NumPy floors for integer dtypes
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        values = astype(floor(values) if dtype.kind in "iu" else values, dtype)  # NumPy floors for integer dtypes
+    return (values, step) if retstep else values
 
 
 def _triangle(x, k: int, op: str, lower: bool) -> Variable:

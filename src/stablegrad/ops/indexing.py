@@ -357,16 +357,22 @@ def sort(x, axis=-1):
 
 
 # -- gathering by position ------------------------------------------------------------------------
-def take(a, indices, axis=None):
+def take(a, indices, axis=None, mode: str = "raise"):
     """Entries of `a` at `indices` along `axis` (of the flattened array when None), as numpy.take.
 
-    Indices out of range are an error, as NumPy's default mode="raise".
+    `mode` as NumPy's: "raise" (an index out of range is an error; negative ones count from
+    the end), "wrap" (indices modulo the extent) or "clip" (clipped to [0, extent - 1], so a
+    negative index is 0).
 
     >>> import stablegrad as sg
     >>> sg.take(sg.constant([[1.0, 2.0], [3.0, 4.0]]), [1, 0, 1], axis=1).eval()
     array([[2., 1., 2.],
            [4., 3., 4.]])
+    >>> sg.take(sg.constant([1.0, 2.0, 3.0]), [-1, 3, 5], mode="clip").eval()
+    array([1., 3., 3.])
     """
+    if mode not in ("raise", "wrap", "clip"):
+        raise ShapeError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     (x,) = as_operands(a)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
@@ -376,6 +382,13 @@ def take(a, indices, axis=None):
     idx = indices if isinstance(indices, Variable) else np.asarray(indices)
     if idx.dtype.kind not in "iu":
         raise ShapeError(f"take: indices must be integers, got dtype {idx.dtype}")
+    if mode != "raise":
+        n = shape_tuple(x)[axis]
+        if not isinstance(idx, Variable) and isinstance(n, int):
+            idx = np.mod(idx, n) if mode == "wrap" else np.clip(idx, 0, n - 1)
+        else:
+            i = as_tensor(idx)
+            idx = i % n if mode == "wrap" else minimum(maximum(i, 0), n - 1)
     if not isinstance(idx, Variable) and idx.ndim == 0:
         idx = int(idx)  # a scalar index drops the axis, as numpy.take's does
     return getitem(x, (slice(None),) * axis + (idx,))
