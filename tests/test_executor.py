@@ -22,7 +22,7 @@ from stablegrad.graph.basic import READS_OUTPUTS, Apply, Constant, Op, Variable,
 from stablegrad.ops.base import Elementwise
 from stablegrad.ops.composite import OpFromGraph, SymbolicOp, inline
 from stablegrad.ops.gradient_mask import masked_gradient
-from stablegrad.ops.math import Exp, SechSquared, erfcx
+from stablegrad.ops.math import DigammaDifference, Exp, SechSquared, erfcx
 from stablegrad.ops.stable.logerfc import log_erfc
 
 
@@ -163,7 +163,7 @@ def _representative_graphs():
         # dense linear algebra, on a positive-definite matrix built from a
         sg.linalg.cholesky(spd), sg.linalg.solve(spd, a), sg.linalg.solve_triangular(sg.linalg.cholesky(spd), a),
         sg.linalg.inv(spd), sg.linalg.det(spd), sg.linalg.slogdet(spd)[1],
-        sg.ndtr(a), sg.ndtri(a), sg.betaln(a, b), sg.kv(1.5, a), sg.kve(0.5, a), sg.iv(2.0, a), sg.ive(1.0, a),
+        sg.ndtr(a), sg.ndtri(a), sg.betaln(a, b), DigammaDifference()(a, b), sg.kv(1.5, a), sg.kve(0.5, a), sg.iv(2.0, a), sg.ive(1.0, a),
         # running sums and sorting
         sg.cumsum(a, axis=1), sg.cumprod(a, axis=0), sg.sort(a, axis=1), sg.argsort(a, axis=0),
         # creation

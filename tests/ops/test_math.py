@@ -88,6 +88,13 @@ SPECS = [
         (m.Betaln,),
         int_domains=(small_integers(1, 6), small_integers(1, 6)),
     ),
+    Spec(
+        "digamma_difference",
+        lambda a, b: m.DigammaDifference()(a, b),
+        lambda a, b: sps.digamma(a) - sps.digamma(a + b),
+        (POSITIVE, POSITIVE),
+        (m.DigammaDifference,),
+    ),
     # the modified Bessel functions at a fixed order (their gradient in the order is NaN: not derived)
     Spec("kv", lambda x: sg.kv(1.5, x), lambda x: sps.kv(1.5, x), (POSITIVE,), (m.Kv,)),
     Spec("kve", lambda x: sg.kve(0.3, x), lambda x: sps.kve(0.3, x), (POSITIVE,), (m.Kve,)),
@@ -183,6 +190,13 @@ MPMATH = [
     ("ndtri", sg.ndtri, _mp_ndtri, 0.01, 0.99),
     ("betaln", lambda x: sg.betaln(x, 2.5), lambda x: mpmath.log(mpmath.beta(x, 2.5)), 0.1, 50.0),
     ("digamma", sg.digamma, mpmath.digamma, 0.05, 50.0),
+    (
+        "digamma_difference",
+        lambda x: m.DigammaDifference()(x, sg.constant(2.5)),
+        lambda x: mpmath.digamma(x) - mpmath.digamma(x + 2.5),
+        0.1,
+        50.0,
+    ),
     ("kv", lambda x: sg.kv(1.5, x), lambda x: mpmath.besselk(1.5, x), 0.1, 50.0),
     # (the scaled functions' derivatives are differences of nearly equal terms for large x:
     # 1e-10 relative in the second derivative at x = 600, see Kve's docstring)
@@ -296,6 +310,22 @@ def test_ndtr_underflows_to_zero_and_ndtri_reaches_the_ends():
     value, slope = g(np.array([0.0, 1.0, 0.5]))
     assert value.tolist() == [-np.inf, np.inf, 0.0]
     assert slope[0] == slope[1] == np.inf and np.isclose(slope[2], np.sqrt(2 * np.pi), rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"), [(1e10, 1.5), (1e6, 0.7), (20.0, 1e-5), (0.5, 1e-5), (3.0, -2.5), (1e-300, 1e-300)]
+)
+def test_betaln_gradient_does_not_cancel_against_mpmath(a, b):
+    """ψ(a) - ψ(a + b), two digammas that cancel where b is small against a (5.8e-6 relative at
+    (1e10, 1.5), 9e-13 at (0.5, 1e-5) as SciPy's digammas give it): 1e-14 here, in both arguments."""
+    x, y = sg.scalar("x"), sg.scalar("y")
+    f = sg.function([x, y], sg.grad(sg.betaln(x, y), [x, y]) if a + b > 0 and b > 0 else [m.DigammaDifference()(x, y)])
+    with mpmath.workdps(80):
+        a_, b_ = mpmath.mpf(a), mpmath.mpf(b)
+        expected = [mpmath.digamma(a_) - mpmath.digamma(a_ + b_), mpmath.digamma(b_) - mpmath.digamma(a_ + b_)]
+    got = f(a, b)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, float(e), rtol=1e-14)
 
 
 @pytest.mark.parametrize(("a", "b"), [(0.13986835678120813, 973598.786496438), (1e6, 0.7), (1e10, 1.5), (20.0, 1e-5)])

@@ -259,6 +259,7 @@ def _register() -> None:
         (m.Ndtr, "ndtr"),
         (m.Ndtri, "ndtri"),
         (m.Betaln, "betaln"),
+        (m.DigammaDifference, "digamma_difference"),
         (m.Kv, "kv"),
         (m.Kve, "kve"),
         (m.Iv, "iv"),

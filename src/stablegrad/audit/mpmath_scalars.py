@@ -161,6 +161,9 @@ def _scalars():
     def betaln(a, b):
         return log(abs(mp.beta(a, b)))
 
+    def digamma_difference(a, b):
+        return mp.psi(0, a) - mp.psi(0, a + b)
+
     # modified Bessel functions, real order, on SciPy's domain: K_v for x >= 0, I_v for x < 0 only at
     # integer orders (elsewhere the value is complex: NaN)
     def kv(v, a):
@@ -213,6 +216,7 @@ def _scalars():
         "ndtr": guarded(mp.ncdf),
         "ndtri": guarded(ndtri),
         "betaln": guarded(betaln),
+        "digamma_difference": guarded(digamma_difference),
         "kv": guarded(kv),
         "kve": guarded(kve),
         "iv": guarded(iv),

@@ -436,6 +436,13 @@ def lower_betaln(op, a, b):
     return jnp.where(far, stirling, direct).astype(dtype)
 
 
+def lower_digamma_difference(op, a, b):
+    """ψ(a) - ψ(a + b) as `DigammaDifference.perform` computes it (`ops.math.digamma_difference`), in float64."""
+    dtype = _numpy_result_dtype(op, (np.dtype(a.dtype), np.dtype(b.dtype)))
+    a, b = _cast([a, b], _FLOAT64)
+    return math_ops.digamma_difference(jnp, jsp.digamma, a, b).astype(dtype)
+
+
 def lower_ndtr(op, x):
     """Φ as `Ndtr.perform`: below -1, erfcx(-x/√2)·exp(-x²/2)/2 with x² split exactly (hi on a 2⁻²⁰ grid)."""
     dtype = _numpy_result_dtype(op, (np.dtype(x.dtype),))
@@ -540,6 +547,7 @@ LOWERINGS: dict[type, Callable] = {
     decompositions.Det: lower_det,
     decompositions.Slogdet: lower_slogdet,
     math_ops.Betaln: lower_betaln,
+    math_ops.DigammaDifference: lower_digamma_difference,
     math_ops.Ndtr: lower_ndtr,
     creation.Alloc: lower_alloc,
     creation.Arange: lower_arange,
