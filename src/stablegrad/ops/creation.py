@@ -152,8 +152,10 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
         raise ShapeError(f"linspace: num must be a non-negative int, got {num!r}")
     num = int(num)
     if not isinstance(start, Variable) and not isinstance(stop, Variable):
-        found = np.linspace(start, stop, num, endpoint=endpoint, retstep=retstep, dtype=dtype, axis=axis)
-        return (Constant(found[0]), Constant(np.asarray(found[1]))) if retstep else Constant(found)
+        if retstep:
+            samples, spacing = np.linspace(start, stop, num, endpoint=endpoint, retstep=True, dtype=dtype, axis=axis)
+            return Constant(samples), Constant(np.asarray(spacing))
+        return Constant(np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype, axis=axis))
     lo, hi = as_operands(start, stop)
     if lo.ndim or hi.ndim:
         raise ShapeError(f"linspace: symbolic start and stop must be 0-d, got {lo.type} and {hi.type}")

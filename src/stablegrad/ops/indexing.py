@@ -389,9 +389,10 @@ def take(a, indices, axis=None, mode: str = "raise"):
         else:
             i = as_tensor(idx)
             idx = i % n if mode == "wrap" else minimum(maximum(i, 0), n - 1)
+    index: Variable | np.ndarray | int = idx
     if not isinstance(idx, Variable) and idx.ndim == 0:
-        idx = int(idx)  # a scalar index drops the axis, as numpy.take's does
-    return getitem(x, (slice(None),) * axis + (idx,))
+        index = int(idx)  # a scalar index drops the axis, as numpy.take's does
+    return getitem(x, (slice(None),) * axis + (index,))
 
 
 def one_hot(x, num_classes, dtype="float64", axis: int = -1):
