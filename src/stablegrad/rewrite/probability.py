@@ -76,8 +76,13 @@ def _shifted_already(a: Variable) -> bool:
 
 
 def _shift(a: Variable, axis: int) -> Variable:
-    """max(a) along `axis` (kept as length 1), 0 where it is not finite, with no gradient."""
-    top = MaxShift((axis % a.ndim,), keepdims=True)(a)
+    """max(a) along `axis` (kept as length 1) as a shift: see `_finite_shift`."""
+    return _finite_shift(MaxShift((axis % a.ndim,), keepdims=True)(a))
+
+
+def _finite_shift(top: Variable) -> Variable:
+    """`top`, 0 where it is not finite (a row of -inf, +inf or NaN then computes as written),
+    with no gradient (what is shifted by it does not depend on it)."""
     return masked_gradient(where(isfinite(top), top, 0), constant(False))
 
 
@@ -135,8 +140,7 @@ def probability_from_ratio_of_sums(node):
         return None
     a, b = astype(a, top.inputs[0].dtype), astype(b, bottom.inputs[0].dtype)
     axes = top.op.axes
-    largest = maximum(MaxShift(axes, keepdims=True)(a), MaxShift(axes, keepdims=True)(b))
-    shift = masked_gradient(where(isfinite(largest), largest, 0), constant(False))
+    shift = _finite_shift(maximum(MaxShift(axes, keepdims=True)(a), MaxShift(axes, keepdims=True)(b)))
     return fits(top.op(exp(a - shift)) / bottom.op(exp(b - shift)), node)
 
 
