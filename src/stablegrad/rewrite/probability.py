@@ -23,7 +23,7 @@ from typing import cast
 import numpy as np
 
 from ..graph.basic import Variable, constant
-from ..ops.elementwise import Divide, Negative, Subtract, astype, equal, isfinite, logical_and, maximum, where
+from ..ops.elementwise import Divide, Negative, Subtract, astype, equal, greater, isfinite, logical_and, maximum, where
 from ..ops.gradient_mask import MaskedGradient, masked_gradient
 from ..ops.linalg import Matmul, matmul
 from ..ops.math import Exp, Log, Log1p, exp, log, log1p
@@ -31,6 +31,7 @@ from ..ops.reduction import Sum
 from ..ops.shape import Squeeze
 from ..ops.stable import Log1mExp, LogSoftmax, Softmax
 from ..ops.stable._common import MaxShift
+from ..ops.stable.logsumexp import split_at_max
 from .engine import Kind, Phase, rewrite
 from .patterns import entrywise_operand, fits, owner
 
@@ -99,11 +100,9 @@ def log_softmax_complement_from_naive(node):
     if ls is None:
         return None
     x, axes = ls.owner.inputs[0], ls.owner.op.axes
-    top = MaxShift(axes, keepdims=True)(x)
-    at_max = equal(x, where(equal(top, -np.inf), np.nan, top))  # no entry of an empty row: NaN
-    e = exp(where(at_max, 0, x - top))
-    alone = logical_and(at_max, equal(Sum(axes, keepdims=True)(astype(at_max, e.dtype)), 1))
-    rest = Sum(axes, keepdims=True)(where(at_max, 0, e))
+    top, at_max, _, ties, rest = split_at_max(axes, x)  # logsumexp's own split, shared with it
+    # (a lone -inf is no max: its row is NaN, 0/0, as written)
+    alone = logical_and(logical_and(at_max, equal(ties, 1)), greater(top, -np.inf))
     # the other entries through a `where`, so that this rule does not match them again
     elsewhere = Log1mExp()(where(alone, -1.0, ls))
     return fits(where(alone, log(rest) - log1p(rest), elsewhere), node)
