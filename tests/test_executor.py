@@ -162,7 +162,7 @@ def _representative_graphs():
         a @ m, b @ m, sg.einsum("ij,jk->ik", a, m), sg.tensordot(a, m, axes=1), sg.outer(b, b),
         # dense linear algebra, on a positive-definite matrix built from a
         sg.linalg.cholesky(spd), sg.linalg.solve(spd, a), sg.linalg.solve_triangular(sg.linalg.cholesky(spd), a),
-        sg.linalg.inv(spd), sg.linalg.det(spd), sg.linalg.slogdet(spd)[1],
+        sg.linalg.inv(spd), sg.linalg.det(spd), sg.linalg.slogdet(spd)[1], sg.linalg.norm(a, axis=1),
         sg.ndtr(a), sg.ndtri(a), sg.betaln(a, b), DigammaDifference()(a, b), sg.kv(1.5, a), sg.kve(0.5, a), sg.iv(2.0, a), sg.ive(1.0, a),
         # running sums and sorting
         sg.cumsum(a, axis=1), sg.cumprod(a, axis=0), sg.sort(a, axis=1), sg.argsort(a, axis=0),

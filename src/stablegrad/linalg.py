@@ -11,5 +11,6 @@ The ops live in `ops.decompositions` (factorizations, solves, determinants) and 
 
 from .ops.decompositions import cholesky, det, inv, slogdet, solve, solve_triangular
 from .ops.linalg import matmul
+from .ops.norms import norm
 
-__all__ = ["cholesky", "det", "inv", "matmul", "slogdet", "solve", "solve_triangular"]
+__all__ = ["cholesky", "det", "inv", "matmul", "norm", "slogdet", "solve", "solve_triangular"]

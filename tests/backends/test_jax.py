@@ -213,6 +213,8 @@ CASES = [
             sg.linalg.inv(a),
             sg.linalg.det(a),
             sg.linalg.slogdet(a)[1],
+            sg.linalg.norm(b * 1e200, axis=0),
+            sg.linalg.norm(a, 1),
         ],
         (_SPD, normal(3, 2)),
         rtol=1e-10,

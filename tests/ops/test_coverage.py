@@ -1,7 +1,7 @@
 """Every concrete op of the core families is named by a spec table of the op tests.
 
 A new op in stablegrad.ops.{elementwise, math, reduction, shape, indexing, linalg,
-creation} fails this test until a spec (value against NumPy/SciPy, pullback against
+creation, norms} fails this test until a spec (value against NumPy/SciPy, pullback against
 finite differences) covers it.
 """
 
@@ -12,11 +12,11 @@ import inspect
 import pytest
 
 from stablegrad.graph.basic import Op
-from stablegrad.ops import creation, decompositions, elementwise, indexing, linalg, math, reduction, shape
+from stablegrad.ops import creation, decompositions, elementwise, indexing, linalg, math, norms, reduction, shape
 
-from . import test_creation, test_elementwise, test_indexing, test_linalg, test_math, test_reduction, test_shape
+from . import test_creation, test_elementwise, test_indexing, test_linalg, test_math, test_norms, test_reduction, test_shape
 
-MODULES = [elementwise, math, reduction, shape, indexing, linalg, decompositions, creation]
+MODULES = [elementwise, math, reduction, shape, indexing, linalg, decompositions, norms, creation]
 COVERED = (
     test_elementwise.COVERED
     | test_math.COVERED
@@ -24,6 +24,7 @@ COVERED = (
     | test_shape.COVERED
     | test_indexing.COVERED
     | test_linalg.COVERED
+    | test_norms.COVERED
     | test_creation.COVERED
 )
 
