@@ -14,7 +14,16 @@ import pytest
 from stablegrad.graph.basic import Op
 from stablegrad.ops import creation, decompositions, elementwise, indexing, linalg, math, norms, reduction, shape
 
-from . import test_creation, test_elementwise, test_indexing, test_linalg, test_math, test_norms, test_reduction, test_shape
+from . import (
+    test_creation,
+    test_elementwise,
+    test_indexing,
+    test_linalg,
+    test_math,
+    test_norms,
+    test_reduction,
+    test_shape,
+)
 
 MODULES = [elementwise, math, reduction, shape, indexing, linalg, decompositions, norms, creation]
 COVERED = (

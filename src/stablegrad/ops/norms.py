@@ -19,7 +19,7 @@ from ..errors import ShapeError
 from ..graph.basic import Reads, Variable
 from ..graph.types import normalize_axis
 from .composite import SymbolicOp
-from .elementwise import abs, astype, equal, logical_and, not_equal, sqrt, where
+from .elementwise import abs, astype, equal, logical_and, not_equal, sqrt, square, where
 from .math import power
 from .reduction import Sum, max, min, sum
 from .stable._common import MaxShift, drop, keep, promote, restore
@@ -58,14 +58,13 @@ class VectorNorm(SymbolicOp):
         s = MaxShift(self.axes, keepdims=True)(abs(x))  # (-inf over an empty axis, whose norm is 0)
         # s itself where the squares would leave the range; 1 for 0, ±inf and NaN, whose sums say it all
         scale = where(logical_and(s >= low, s <= high) | ~(s > 0) | ~(s < np.inf), 1, s)
-        r = scale * sqrt(Sum(self.axes, keepdims=True)(((x / scale) * (x / scale))))
+        r = scale * sqrt(Sum(self.axes, keepdims=True)(square(x / scale)))
         return drop(r, self.axes, self.keepdims)
 
     def pullback(self, inputs, outputs, grads):
         (x,), (r,), (g,) = inputs, outputs, grads
         r, g = keep(r, self.axes, self.keepdims), keep(g, self.axes, self.keepdims)
         return [g * (x / where(equal(r, 0), 1, r))]
-
 
 
 def norm(x, ord=None, axis=None, keepdims: bool = False):
