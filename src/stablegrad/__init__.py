@@ -85,7 +85,7 @@ from .ops.elementwise import (
     true_divide,
     where,
 )
-from .ops.indexing import argsort, diag, one_hot, pad, repeat, sort, take, take_along_axis
+from .ops.indexing import argsort, diag, one_hot, repeat, sort, take, take_along_axis
 from .ops.linalg import dot, einsum, matmul, outer, tensordot
 from .ops.math import (
     arctan,
@@ -117,6 +117,7 @@ from .ops.math import (
     tan,
     tanh,
 )
+from .ops.padding import pad
 from .ops.reduction import (
     all,
     amax,
@@ -129,6 +130,7 @@ from .ops.reduction import (
     cumsum,
     max,
     mean,
+    median,
     min,
     prod,
     std,

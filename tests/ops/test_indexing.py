@@ -466,6 +466,73 @@ def test_pad_copying_modes(case):
     check_grads(lambda v: sg.pad(v, width, mode=mode), [x], order=2)
 
 
+@st.composite
+def computing_pad_cases(draw):
+    """The modes that compute their padding: a ramp to `end_values`, or a statistic of the
+    first or last `stat_length` entries (None, a scalar, pairs; lengths past the extent included)."""
+    s = draw(shapes(min_dims=1, max_dims=3, min_side=1))
+    pair = st.tuples(st.integers(0, 3), st.integers(0, 3))
+    width = draw(st.one_of(st.integers(0, 3), pair, st.lists(pair, min_size=len(s), max_size=len(s)).map(tuple)))
+    mode = draw(st.sampled_from(["linear_ramp", "maximum", "minimum", "mean", "median"]))
+    if mode == "linear_ramp":
+        ends = st.floats(-5, 5, allow_nan=False).map(lambda v: round(v, 2))
+        kwargs = {"end_values": draw(st.one_of(ends, st.tuples(ends, ends)))}
+    else:
+        low = 1 if mode in ("maximum", "minimum") else 0
+        lengths = st.integers(low, 5)
+        kwargs = {"stat_length": draw(st.one_of(st.none(), lengths, st.tuples(lengths, lengths)))}
+        if kwargs["stat_length"] == 0 or (isinstance(kwargs["stat_length"], tuple) and 0 in kwargs["stat_length"]):
+            kwargs["stat_length"] = None  # (no entries: NumPy's mean of nothing warns; a test of its own below)
+    x = distinct(np.random.default_rng(draw(seeds)), s)  # no ties: max, min and median have a gradient
+    return x, width, mode, kwargs
+
+
+@given(case=computing_pad_cases())
+@pullback_examples
+def test_pad_computing_modes(case):
+    x, width, mode, kwargs = case
+    for values in (x, x.astype(np.float32), np.round(x * 3).astype(np.int32)):
+        out, value = evaluate(lambda v: sg.pad(v, width, mode=mode, **kwargs), [values])
+        expected = np.pad(values, width, mode=mode, **kwargs)
+        # (a ramp to an ulp or two: where any step is 0, NumPy's linspace takes k/w·Δ instead of k·(Δ/w) for all)
+        assert_same(out, value, expected, symbolic=False, rtol=1e-15 if values.dtype == np.float64 else 4e-7)
+    check_grads(lambda v: sg.pad(v, width, mode=mode, **kwargs), [x], order=2)
+
+
+def test_pad_linear_ramp_with_unknown_extents():
+    x = np.arange(6.0).reshape(2, 3)
+    m = sg.matrix("m")
+    out = sg.pad(m, ((1, 2), (3, 0)), mode="linear_ramp", end_values=((-1.0, 2.0), (0.5, 0.0)))
+    expected = np.pad(x, ((1, 2), (3, 0)), mode="linear_ramp", end_values=((-1.0, 2.0), (0.5, 0.0)))
+    np.testing.assert_allclose(sg.function([m], out)(x), expected, rtol=5e-16)
+
+
+def test_pad_mean_of_no_entries_is_nan_as_numpy():
+    x = np.array([1.0, 2.0])
+    with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+        expected = np.pad(x, 1, mode="mean", stat_length=0)
+    got = sg.pad(sg.constant(x), 1, mode="mean", stat_length=0).eval()
+    np.testing.assert_array_equal(got, expected)  # [nan, 1, 2, nan]
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda v: sg.pad(v, 1, mode="maximum", stat_length=0), "pad: stat_length of 0 yields no value"),
+        (lambda v: sg.pad(v, 1, mode="mean", stat_length=-1), "pad: stat_length must be non-negative"),
+        (lambda v: sg.pad(v, 1, mode="mean", stat_length="a"), "pad: stat_length must be None or non-negative"),
+        (lambda v: sg.pad(v, 1, mode="edge", constant_values=3), "unsupported keyword arguments for mode 'edge'"),
+        (lambda v: sg.pad(v, 1, end_values=3), "unsupported keyword arguments for mode 'constant': end_values"),
+        (lambda v: sg.pad(v, 1, mode="median"), "pad: mode 'median' needs the extent of axis 0 known statically"),
+        (lambda v: sg.pad(sg.tensor("e", (0,)), 1, mode="linear_ramp"), "pad: can't extend empty axis 0"),
+    ],
+)
+def test_pad_computing_modes_misuse(call, match):
+    with pytest.raises(ShapeError, match=match) as info:
+        call(sg.vector("v"))
+    assert info.value.location[0] == __file__
+
+
 def test_pad_copying_modes_need_static_extents_and_entries():
     with pytest.raises(ShapeError, match="pad: mode 'edge' needs the extent of axis 0 known statically") as info:
         sg.pad(sg.vector("v"), 1, mode="edge")

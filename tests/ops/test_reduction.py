@@ -9,6 +9,7 @@ against finite differences at first and second order.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -70,6 +71,7 @@ class Reduction:
     typed zeros) or "zero" (a composite whose gradient must come out exactly zero).
     `min_count`: the pullback is checked only where each reduction covers more entries.
     `single_axis`: axis is an int or None only (argmax, argmin).
+    `static_extents`: the reduced extents must be known (median), so inputs are never symbolic.
     """
 
     name: str
@@ -81,6 +83,7 @@ class Reduction:
     dtypes: tuple[str, ...] = (*FLOATS, "int64", "int32")
     min_count: int = 0
     single_axis: bool = False
+    static_extents: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -121,6 +124,7 @@ REDUCTIONS = [
         (r.Sum,),
         min_count=2,
     ),
+    Reduction("median", _kw(sg.median), _kw(np.median), _distinct, (r.Sum,), min_count=1, static_extents=True),
     Reduction("argmax", _kw(sg.argmax), _kw(np.argmax), _ints, (r.ArgExtremum,), grad="none", single_axis=True),
     Reduction("argmin", _kw(sg.argmin), _kw(np.argmin), _ints, (r.ArgExtremum,), grad="none", single_axis=True),
     Reduction(
@@ -195,7 +199,7 @@ def _reduced_count(shape, axis) -> int:
 def test_reduction_value(spec, data):
     shape, axis, keepdims = data.draw(reduction_args(spec.single_axis))
     dtype = np.dtype(data.draw(st.sampled_from(spec.dtypes)))
-    symbolic = data.draw(st.booleans())
+    symbolic = data.draw(st.booleans()) and not spec.static_extents
     x = spec.domain(np.random.default_rng(data.draw(seeds)), shape, dtype)
     try:
         expected = numpy_value(lambda v: spec.ref(v, axis, keepdims), [x])
@@ -212,7 +216,7 @@ def test_reduction_value(spec, data):
 @pullback_examples
 def test_reduction_pullback(spec, data):
     shape, axis, keepdims = data.draw(reduction_args(spec.single_axis, min_side=spec.min_count))
-    symbolic = data.draw(st.booleans())
+    symbolic = data.draw(st.booleans()) and not spec.static_extents
     x = spec.domain(np.random.default_rng(data.draw(seeds)), shape, np.dtype("float64"))
     if spec.grad == "none":
         assert_zero_pullback(spec.fn(symbols([x], symbolic)[0], axis, keepdims))
@@ -428,3 +432,32 @@ def test_dot_method(a, b):
     out, value = evaluate(lambda u, v: u.dot(v), [x, y])
     assert_same(out, value, x.dot(y), symbolic=False)
     check_grads(lambda u, v: u.dot(v), [x, y], order=1)
+
+
+@pytest.mark.parametrize(
+    ("values", "axis"),
+    [([3.0, np.nan, 1.0], None), ([[1.0, 2.0], [np.nan, 4.0]], 1), ([[1.0, 2.0], [np.nan, 4.0]], 0), ([], None)],
+)
+def test_median_is_nan_where_a_nan_or_nothing_is(values, axis):
+    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = np.median(x, axis=axis)
+    np.testing.assert_array_equal(sg.median(sg.constant(x), axis=axis).eval(), expected)
+
+
+def test_median_gradient_goes_to_the_middle_entries():
+    odd, even = np.array([5.0, 1.0, 3.0]), np.array([4.0, 1.0, 3.0, 9.0])
+    np.testing.assert_array_equal(_gradient(sg.median, odd), [0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(_gradient(sg.median, even), [0.5, 0.0, 0.5, 0.0])
+
+
+def test_median_needs_static_extents_and_dispatches_from_numpy():
+    with pytest.raises(sg.ShapeError, match=r"median: needs the extents of axes \(0,\) known statically") as info:
+        sg.median(sg.matrix("m"), axis=0)
+    assert info.value.location[0] == __file__
+    m = sg.tensor("m", (3, 4))
+    out = np.median(m, axis=0)
+    assert isinstance(out, sg.Variable)
+    x = np.random.default_rng(3).standard_normal((3, 4))
+    np.testing.assert_array_equal(sg.function([m], out)(x), np.median(x, axis=0))

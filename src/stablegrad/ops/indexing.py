@@ -21,7 +21,7 @@ from ..graph.types import Shape, TensorType, broadcast_shapes, normalize_axis
 from .base import as_operands, as_tensor, zero_grad
 from .creation import arange, full, zeros_like
 from .elementwise import astype, equal, maximum, minimum, where
-from .shape import broadcast_to, concatenate, expand_dims, reduce_to, reshape, shape_tuple, size
+from .shape import broadcast_to, expand_dims, reduce_to, reshape, shape_tuple, size
 
 ARRAY = "array"
 
@@ -488,74 +488,3 @@ def repeat(a, repeats, axis=None):
         )
     positions = np.repeat(np.arange(counts.size), counts)
     return getitem(x, (slice(None),) * axis + (positions,))
-
-
-# -- padding --------------------------------------------------------------------------------------------
-#: the modes whose padding copies entries of x: each output entry is x at a position np.pad finds
-_COPYING_MODES = ("edge", "reflect", "symmetric", "wrap")
-
-
-def pad(x, pad_width, mode: str = "constant", constant_values=0):
-    """x padded along each axis, as numpy.pad with mode "constant", "edge", "reflect", "symmetric" or "wrap".
-
-    `pad_width` and `constant_values` take NumPy's forms: a scalar, (before, after), or
-    one pair per axis.  Axes are padded in order, so a corner takes the value of the
-    last axis padded, as NumPy's.  Constant padding works with unknown extents; the
-    copying modes gather x at the positions np.pad gives an `arange` of the axis, so
-    they need the padded axes' extents statically.  Gradients: x's part of the cotangent,
-    plus (copying modes) what the copies of each entry received.
-
-    >>> import stablegrad as sg
-    >>> sg.pad(sg.constant([1.0, 2.0]), (1, 2), constant_values=9.0).eval()
-    array([9., 1., 2., 9., 9.])
-    >>> sg.pad(sg.constant([1.0, 2.0, 3.0]), 2, mode="reflect").eval()
-    array([3., 2., 1., 2., 3., 2., 1.])
-    """
-    (x,) = as_operands(x)
-    if mode != "constant" and mode not in _COPYING_MODES:
-        raise ShapeError(
-            f"pad: mode {mode!r} is not supported (only 'constant', {', '.join(map(repr, _COPYING_MODES))})"
-        )
-    widths = _pad_pairs(pad_width, x.ndim, "pad_width")
-    if widths.dtype.kind not in "iu" or np.any(widths < 0):
-        raise ShapeError(f"pad: pad_width must be non-negative ints, got {pad_width!r}")
-    values = _pad_pairs(constant_values, x.ndim, "constant_values")
-    for axis in range(x.ndim):
-        before, after = (int(w) for w in widths[axis])
-        if before == after == 0:
-            continue
-        if mode == "constant":
-            blocks = [_pad_block(x, axis, w, values[axis, side]) for side, w in enumerate((before, after))]
-            x = concatenate([p for p in (blocks[0], x, blocks[1]) if p is not None], axis=axis)
-        else:
-            x = getitem(x, (slice(None),) * axis + (_pad_positions(x, axis, before, after, mode),))
-    return x
-
-
-def _pad_pairs(value, ndim: int, what: str) -> np.ndarray:
-    """NumPy's forms of a per-axis (before, after) argument (n, (n,), (b, a), ((b, a), ...)) as (ndim, 2)."""
-    try:
-        return np.broadcast_to(np.asarray(value), (ndim, 2))
-    except ValueError:
-        raise ShapeError(
-            f"pad: {what} {value!r} cannot be broadcast to ({ndim}, 2), a (before, after) per axis"
-        ) from None
-
-
-def _pad_block(x: Variable, axis: int, width: int, value) -> Variable | None:
-    """A block shaped like x but `width` long along `axis`, filled with `value` cast to x's dtype (as NumPy)."""
-    if width == 0:
-        return None
-    extent = list(shape_tuple(x))
-    extent[axis] = width
-    return broadcast_to(Constant(np.asarray(value).astype(x.dtype)), extent)
-
-
-def _pad_positions(x: Variable, axis: int, before: int, after: int, mode: str) -> np.ndarray:
-    """Which entry of the axis each padded position copies: NumPy's own answer, for an arange."""
-    n = x.type.shape[axis]
-    if n is None:
-        raise ShapeError(f"pad: mode {mode!r} needs the extent of axis {axis} known statically (shape {x.type.shape})")
-    if n == 0:
-        raise ShapeError(f"pad: can't extend empty axis {axis} using modes other than 'constant'")
-    return np.pad(np.arange(n), (before, after), mode=mode)  # type: ignore[call-overload]  # (a checked mode name)

@@ -17,9 +17,9 @@ from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Op, Reads, Variable
 from ..graph.types import TensorType, normalize_axis
 from .base import as_operands, zero_grad
-from .elementwise import astype, equal, logical_and, logical_not, logical_or, maximum, sqrt, square, where
-from .indexing import getitem
-from .shape import ExpandDims, broadcast_to, reshape, shape_tuple
+from .elementwise import astype, equal, isnan, logical_and, logical_not, logical_or, maximum, sqrt, square, where
+from .indexing import getitem, sort
+from .shape import ExpandDims, broadcast_to, expand_dims, reshape, shape_tuple, transpose
 
 
 @dataclass(frozen=True)
@@ -242,6 +242,32 @@ def mean(x, axis=None, keepdims=False):
     axes = normalize_axis(axis, x.ndim, "mean")
     total = Sum(axes, bool(keepdims))(x if x.type.is_float() else astype(x, np.float64))
     return total / count(x, axes, total.dtype)
+
+
+def median(x, axis=None, keepdims=False):
+    """Median over `axis`, as numpy.median: the mean of the two middle entries for an even
+    count, NaN where the entries hold a NaN (or none), integers in float64.
+
+    The reduced axes' extents must be known statically (they say which entries are in the
+    middle).  The entries are sorted, so the gradient goes to the middle one or two.
+
+    >>> import stablegrad as sg
+    >>> sg.median(sg.constant([[4.0, 1.0, 3.0], [2.0, 8.0, 6.0]]), axis=1).eval()
+    array([3., 6.])
+    """
+    (x,) = as_operands(x)
+    axes = normalize_axis(axis, x.ndim, "median")
+    extents = [x.type.shape[a] for a in axes]
+    if None in extents:
+        raise ShapeError(f"median: needs the extents of axes {axes} known statically (shape {x.type.shape})")
+    n = math.prod(extents)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    rows = reshape(transpose(x, (*kept, *axes)), (*(shape_tuple(x)[a] for a in kept), n))
+    if not rows.type.is_float():
+        rows = astype(rows, np.float64)
+    middle = getitem(sort(rows, axis=-1), (Ellipsis, slice((n - 1) // 2, n // 2 + 1)))
+    result = where(any(isnan(rows), axis=-1), np.nan, mean(middle, axis=-1))  # (no entries: mean is 0/0)
+    return expand_dims(result, axes) if keepdims and axes else result
 
 
 def var(x, axis=None, ddof: int = 0, keepdims=False):
