@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -111,6 +115,26 @@ def test_a_scipy_function_that_converts_its_argument_names_the_sg_one():
     message = str(error.value)
     assert "scipy.special.logsumexp converts its argument" in message and "call sg.logsumexp instead" in message
     assert "test_numpy_protocol.py" in message  # the user's line, not SciPy's
+
+
+def test_scipy_array_api_path_names_the_sg_function_too():
+    """With SCIPY_ARRAY_API=1 (read when SciPy is imported, hence a fresh interpreter) SciPy asks the
+    tensor for its array-API namespace; the answer is our error, not SciPy's "neither array API
+    compatible nor coercible by NumPy"."""
+    pytest.importorskip("scipy.special")
+    script = (
+        "import stablegrad as sg, scipy.special as special\n"
+        "from stablegrad.graph.numpy_protocol import NumPyProtocolError\n"
+        "try:\n"
+        "    special.logsumexp(sg.tensor('x', (3,)))\n"
+        "except NumPyProtocolError as error:\n"
+        "    print(error)\n"
+    )
+    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    message = result.stdout
+    assert "scipy.special.logsumexp asks for an array-API namespace; call sg.logsumexp instead" in message, message
+    assert "at <string>:4" in message  # the caller's line
 
 
 def test_scipy_ufuncs_build_graph():

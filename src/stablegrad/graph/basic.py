@@ -38,6 +38,7 @@ class Variable:
     __array_ufunc__ = numpy_protocol.array_ufunc
     __array_function__ = numpy_protocol.array_function
     __array__ = numpy_protocol.no_array
+    __array_namespace__ = numpy_protocol.no_namespace
 
     def __init__(self, type: TensorType, owner: Apply | None = None, index: int = 0, name: str | None = None):
         self.type = type

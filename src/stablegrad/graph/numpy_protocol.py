@@ -103,19 +103,36 @@ def array_function(tensor, func: Callable, types, args, kwargs):
 def no_array(tensor, dtype=None, copy=None):
     """`Variable.__array__`: a symbolic tensor has no values to convert."""
     caller, location = _library_caller()
-    advice = ""
-    if caller is not None:  # scipy.special.logsumexp(x) converts x itself: name the sg. function to call
-        module, name = caller
-        fn = getattr(hooks.public_api.get(), name, None)
-        advice = f"{module}.{name} converts its argument to a NumPy array" + (
-            f"; call sg.{name} instead" if callable(fn) else ""
-        )
-        advice += "; "
     raise NumPyProtocolError(
-        f"{advice}a symbolic tensor ({tensor}) has no values to convert to a NumPy array; "
-        "compute them with .eval() or sg.function(inputs, outputs)",
+        f"{_call_instead(caller, 'converts its argument to a NumPy array')}a symbolic tensor ({tensor}) has no "
+        "values to convert to a NumPy array; compute them with .eval() or sg.function(inputs, outputs)",
         location=location,
     )
+
+
+def no_namespace(tensor, api_version=None):
+    """`Variable.__array_namespace__`: there is none to offer.
+
+    SciPy's array-API path (`SCIPY_ARRAY_API=1`) asks for it, and its functions then update
+    arrays in place (`x[i] = y`), which a symbolic tensor cannot be.  Without this answer,
+    SciPy would fall back to converting the tensor, fail, and say only that the argument
+    is "neither array API compatible nor coercible by NumPy".
+    """
+    caller, location = _library_caller()
+    raise NumPyProtocolError(
+        f"{_call_instead(caller, 'asks for an array-API namespace')}a symbolic tensor ({tensor}) has none: "
+        "array-API code updates arrays in place; NumPy's functions and ufuncs build graph on tensors",
+        location=location,
+    )
+
+
+def _call_instead(caller: tuple[str, str] | None, what: str) -> str:
+    """'scipy.special.logsumexp <what>; call sg.logsumexp instead; ', or '' outside a library call."""
+    if caller is None:
+        return ""
+    module, name = caller
+    fn = getattr(hooks.public_api.get(), name, None)
+    return f"{module}.{name} {what}" + (f"; call sg.{name} instead" if callable(fn) else "") + "; "
 
 
 def _library_caller() -> tuple[tuple[str, str] | None, tuple[str, int] | None]:
