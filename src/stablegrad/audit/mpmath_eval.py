@@ -345,7 +345,18 @@ def _over_matrices(fn: Callable, a: np.ndarray, scalar: bool = False) -> np.ndar
 def _mp_cholesky(op, a):
     a = to_mp(a)
     lower = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)  # the symmetric matrix NumPy's factor sees
-    return _over_matrices(_mpmath().cholesky, lower)
+    mpmath = _mpmath()
+
+    def factor(m):
+        try:
+            return mpmath.cholesky(m)
+        except ValueError:  # not positive definite
+            if op.on_error == "raise":
+                raise
+            n = m.rows
+            return mpmath.matrix([[mpmath.nan if j <= i else 0 for j in range(n)] for i in range(n)])
+
+    return _over_matrices(factor, lower)
 
 
 def _mp_solve_with(a: np.ndarray, b: np.ndarray) -> np.ndarray:

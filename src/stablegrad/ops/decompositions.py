@@ -138,7 +138,11 @@ class Cholesky(Op):
     S = L⁻ᵀ P L⁻¹ (two triangular solves), Ā = Φ(S + Sᵀ).  A perturbation of the strict
     lower triangle moves both mirrored entries of the matrix the factor sees, hence S + Sᵀ;
     the diagonal once, hence the half.
+    `on_error`: "raise" (NumPy's LinAlgError, as an error naming the op) or "nan" (the
+    lower triangle of that matrix NaN, as XLA's factor is).
     """
+
+    on_error: str = "raise"
 
     reads = READS_OUTPUTS
 
@@ -147,7 +151,15 @@ class Cholesky(Op):
         return [TensorType(_float_type(self.name, a), a.type.shape)]
 
     def perform(self, a):
-        return np.linalg.cholesky(a)
+        if self.on_error == "raise":
+            return np.linalg.cholesky(a)
+        out = np.empty_like(a)  # (a is float32 or float64: `infer` checked)
+        for index in np.ndindex(*a.shape[:-2]):
+            try:
+                out[index] = np.linalg.cholesky(a[index])
+            except np.linalg.LinAlgError:
+                out[index] = np.tril(np.full(a.shape[-2:], np.nan))
+        return out
 
     def pullback(self, inputs, outputs, grads):
         (l,), (g,) = outputs, grads
@@ -157,19 +169,26 @@ class Cholesky(Op):
         return [_phi(s + _mt(s))]
 
 
-def cholesky(a):
+def cholesky(a, on_error: str = "raise"):
     """The lower Cholesky factor of a symmetric positive-definite matrix (or stack), numpy.linalg.cholesky.
 
-    Only the lower triangle of `a` is read.  A matrix that is not positive definite is an
-    error when the function runs on NumPy and Numba; on JAX it gives NaNs (as jax.numpy does).
+    Only the lower triangle of `a` is read.  A matrix that is not positive definite:
+    with `on_error="raise"` (the default) an error when the function runs on NumPy or
+    Numba, and NaNs on JAX (compiled code cannot raise; jax.numpy does the same); with
+    `on_error="nan"` on every backend the lower triangle of that matrix is NaN (so its
+    log-density is NaN, which a sampler rejects), the other matrices of a stack unaffected.
 
     >>> import numpy as np, stablegrad as sg
     >>> a = sg.matrix("a")
     >>> sg.function([a], sg.linalg.cholesky(a))(np.array([[4.0, 2.0], [2.0, 5.0]])).tolist()
     [[2.0, 0.0], [1.0, 2.0]]
+    >>> sg.function([a], sg.linalg.cholesky(a, on_error="nan"))(np.array([[1.0, 2.0], [2.0, 1.0]])).tolist()
+    [[nan, 0.0], [nan, nan]]
     """
+    if on_error not in ("raise", "nan"):
+        raise ShapeError(f"cholesky: on_error must be 'raise' or 'nan', got {on_error!r}")
     (a,) = _operands("cholesky", a)
-    return Cholesky()(a)
+    return Cholesky(on_error)(a)
 
 
 # -- triangular solve ------------------------------------------------------------------------------------
