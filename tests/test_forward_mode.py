@@ -72,6 +72,40 @@ def test_jvp_compiles_as_written_too():
     np.testing.assert_allclose(value, _softmax(np.array([0.5, -0.5]))[1], rtol=1e-14)
 
 
+def test_jvp_is_one_forward_sweep_of_pushforwards():
+    """No reverse pass: the tangent of a chain of n entrywise ops is about n nodes, and its graph
+    holds no stand-in cotangent (the transposed reverse mode builds two pullback chains)."""
+    x = sg.vector("x")
+    y = x
+    for _ in range(20):
+        y = sg.tanh(y) * 1.5
+    jv = sg.jvp(y, x, np.ones(3))
+    nodes = sg.graph.basic.toposort([jv], stop=[x])
+    assert len(nodes) <= 4 * 40, len(nodes)
+    assert not any(v.name and v.name.startswith("cotangent") for n in nodes for v in n.inputs)
+    value = np.array([0.1, -0.4, 0.8])
+    f = sg.function([x], y)
+    np.testing.assert_allclose(
+        sg.function([x], jv)(value), _central_difference(f, value, np.ones(3)), rtol=1e-7, atol=1e-9
+    )
+
+
+@pytest.mark.parametrize(
+    ("fn", "ref"),
+    [
+        (lambda x: x**2.5, lambda x: 2.5 * x**1.5),  # power's pullback guards g = 0: where(g == 0, 0, g·...)
+        (lambda x: sg.logcumsumexp(x), lambda x: np.cumsum(np.exp(x)) / np.cumsum(np.exp(x))),  # log-space pullback
+    ],
+)
+def test_jvp_through_pullbacks_that_are_linear_only_as_functions(fn, ref):
+    """Tangent 1 everywhere: x**2.5 gives 2.5·x**1.5; logcumsumexp gives Σ_{j≤i} softmax_j = 1.
+    (Transposing those pullbacks at a zero cotangent gave 0.)"""
+    x = sg.vector("x")
+    value = np.array([0.5, 1.5, 2.0])
+    got = sg.function([x], sg.jvp(fn(x), x, np.ones(3)))(value)
+    np.testing.assert_allclose(got, ref(value), rtol=1e-14)
+
+
 def test_jvp_bad_arguments_say_what_is_wrong():
     x = sg.vector("x")
     with pytest.raises(GradientError, match="got 2 tangents for 1 wrt"):
@@ -128,3 +162,26 @@ def test_jacobian_of_an_empty_output_is_empty():
     x = sg.vector("x")
     got = sg.function([x], sg.jacobian(sg.exp(x), x))(np.zeros(0))
     assert got.shape == (0, 0)
+
+
+def test_jacobian_of_few_inputs_and_many_outputs_takes_forward_mode():
+    """5 input entries, 6 output entries: five jvps (columns), equal to the six gradients (rows)."""
+    from stablegrad.autodiff import _forward_is_cheaper, _jacobian_unrolled
+
+    x, w = sg.tensor("x", (2,)), sg.tensor("w", (3,))
+    y = sg.outer(sg.exp(x), w) * sg.sum(x)
+    assert _forward_is_cheaper(y, [x, w])
+    forward = sg.jacobian(y, [x, w])
+    reverse = _jacobian_unrolled(y, [x, w], "zero")
+    values = (np.array([0.3, -0.2]), np.array([1.0, 2.0, -3.0]))
+    got, want = sg.function([x, w], forward)(*values), sg.function([x, w], reverse)(*values)
+    for g, r in zip(got, want):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=1e-14, atol=1e-15)
+    exact = np.einsum("i,j->ij", np.exp(values[0]), values[1])[:, :, None] * (
+        np.eye(2)[:, None, :] * values[0].sum() + 1
+    )
+    np.testing.assert_allclose(got[0], exact, rtol=1e-14)
+    unused = sg.tensor("u", (1,))
+    with pytest.raises(GradientError, match=r"jacobian: wrt\[1\] 'u' is not part of y's graph"):
+        sg.jacobian(y, [x, unused], disconnected="raise")

@@ -1,4 +1,4 @@
-"""Reverse-mode differentiation: `grad`, `jacobian`, `hessian_vector_product`.
+"""Differentiation: reverse mode (`grad`, `vjp`), forward mode (`jvp`), and `jacobian`/`hessian`.
 
 `grad` walks the cost's graph backwards and calls each op's `pullback`, which
 builds graph with the same functions users call, so gradients of gradients need
@@ -20,14 +20,14 @@ import numpy as np
 from .errors import GradientError, attributed_to
 from .graph import hooks
 from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, substitute, toposort
-from .ops.base import Elementwise
+from .ops.base import Elementwise, may_be_narrower
 from .ops.creation import Alloc, arange, ones_like, zeros, zeros_like
 from .ops.elementwise import astype, equal
 from .ops.indexing import IndexUpdate
 from .ops.reduction import sum as sum_
 from .ops.scan import scan
-from .ops.shape import reduce_to, reshape, shape_tuple, size, stack
-from .rewrite import Change, ChangeLog, recognise_for_grad
+from .ops.shape import broadcast_to, reduce_to, reshape, shape_tuple, size, stack
+from .rewrite import Change, ChangeLog, recognise, recognise_for_grad
 from .rewrite.patterns import is_constant, owner
 
 
@@ -67,40 +67,49 @@ def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = T
                 )
             g = zeros_like(w)
         result.append(g)
-    if recognition and (cost is not written or any(v.derivation is not None for v in ancestors([written]))):
-        result = Derivation(written, targets, disconnected, log).mark(result, cost)
+    if recognition and _recognised([cost], [written]):
+
+        def redo():
+            return grad(as_written([written])[0], targets, disconnected, recognition=False)
+
+        result = Derivation([written], targets, redo, log).mark(result, [cost])
     return result[0] if single else result
 
 
-class Derivation:
-    """How `grad` took gradients of a recognised formula: from `cost` as written, w.r.t. `wrt`.
+def _recognised(recognised: Sequence[Variable], written: Sequence[Variable]) -> bool:
+    """Whether recognition rewrote any of `written`, or a derivative in their graph was taken recognised."""
+    return any(r is not w for r, w in zip(recognised, written)) or any(
+        v.derivation is not None for v in ancestors(written)
+    )
 
-    Kept on each gradient (`Variable.derivation`, with its index), so that a graph
-    means one thing on every path: `function(..., recognition=False)` replaces the
-    gradient by the derivative of the formula as written (`written`), and `explain`
-    lists the rewrites it was taken through (`changes`, nested gradients' included).
+
+class Derivation:
+    """How `grad` or `jvp` took derivatives of recognised formulas (`sources`, as written).
+
+    Kept on each result (`Variable.derivation`, with its index), so that a graph means one
+    thing on every path: `function(..., recognition=False)` replaces the result by the
+    derivative of the formulas as written (`redo`, called once), and `explain` lists the
+    rewrites it was taken through (`changes`, nested derivatives' included).
     """
 
-    def __init__(self, cost: Variable, wrt: list[Variable], disconnected: str, log: ChangeLog):
-        self.cost = cost
+    def __init__(self, sources: list[Variable], wrt: list[Variable], redo, log: ChangeLog):
         self.wrt = wrt
-        self.disconnected = disconnected
-        self.changes: list[Change] = derivation_changes([cost]) + log.changes
+        self.changes: list[Change] = derivation_changes(sources) + log.changes
+        self._redo = redo
         self._written: list[Variable] | None = None
 
     def written(self, index: int) -> Variable:
-        """The index-th gradient, of the formula as written."""
+        """The index-th result, of the formulas as written."""
         if self._written is None:
-            (cost,) = as_written([self.cost])
-            self._written = grad(cost, self.wrt, self.disconnected, recognition=False)
+            self._written = list(self._redo())
         return self._written[index]
 
-    def mark(self, grads: list[Variable], recognised_cost: Variable) -> list[Variable]:
-        """`grads`, each carrying this derivation: a variable the graph already had (an input,
+    def mark(self, results: list[Variable], recognised: list[Variable]) -> list[Variable]:
+        """`results`, each carrying this derivation: a variable the graph already had (an input,
         a forward value) is first copied, so that marking it cannot change another formula."""
-        taken = {v.id for v in ancestors([recognised_cost])} | {w.id for w in self.wrt}
+        taken = {v.id for v in ancestors(recognised)} | {w.id for w in self.wrt}
         marked = []
-        for i, g in enumerate(grads):
+        for i, g in enumerate(results):
             node = g.owner
             if node is None:  # a constant or an input: no node to copy, nothing to mark
                 marked.append(g)
@@ -172,9 +181,14 @@ def vjp(outputs: Sequence[Variable], cotangents: Sequence[Variable], wrt: Sequen
 hooks.vjp.provide(vjp)  # composites and loops differentiate their bodies with it (ops cannot import autodiff)
 
 
-def _backpropagate(seeds: Sequence[tuple[Variable, Variable]], targets: Sequence[Variable]) -> dict[int, Variable]:
-    """Cotangent of every variable between `targets` and the seeded outputs (keyed by variable id)."""
-    nodes = toposort([out for out, _ in seeds], stop=targets)
+def _backpropagate(
+    seeds: Sequence[tuple[Variable, Variable]], targets: Sequence[Variable], boundary: Sequence[Variable] = ()
+) -> dict[int, Variable]:
+    """Cotangent of every variable between `targets` and the seeded outputs (keyed by variable id).
+
+    `boundary`: variables known not to depend on `targets`; the walk does not look above them.
+    """
+    nodes = toposort([out for out, _ in seeds], stop=[*targets, *boundary])
     depends = {w.id for w in targets}
     on_path = []
     for node in nodes:
@@ -249,11 +263,12 @@ def _fit(g: Variable, v: Variable, same_shape: bool = False) -> Variable:
 
 
 def jacobian(y: Variable, x, disconnected: str = "zero"):
-    """d y / d x as a tensor of shape y.shape + x.shape, one reverse pass per entry of y.
+    """d y / d x as a tensor of shape y.shape + x.shape, by the cheaper mode.
 
-    With y's shape known statically the passes are unrolled (one gradient per entry,
-    best for small outputs); otherwise they run as a loop over the rows of an identity
-    matrix of y's run-time size.
+    With every shape known statically, forward mode where `x` has fewer entries than y
+    (one `jvp` per entry of x, columns), else reverse mode (one gradient per entry of y,
+    rows).  With y's extents unknown, the reverse passes run as a loop over the rows of an
+    identity matrix of y's run-time size.
 
     >>> import numpy as np, stablegrad as sg
     >>> x = sg.vector("x")
@@ -263,10 +278,51 @@ def jacobian(y: Variable, x, disconnected: str = "zero"):
     """
     single = isinstance(x, Variable)
     xs = [x] if single else list(x)
-    result = (
-        _jacobian_unrolled(y, xs, disconnected) if None not in y.type.shape else _jacobian_loop(y, xs, disconnected)
-    )
+    if None in y.type.shape:
+        result = _jacobian_loop(y, xs, disconnected)
+    elif _forward_is_cheaper(y, xs):
+        result = _jacobian_forward(y, xs, disconnected)
+    else:
+        result = _jacobian_unrolled(y, xs, disconnected)
     return result[0] if single else result
+
+
+def _forward_is_cheaper(y: Variable, xs: list[Variable]) -> bool:
+    """Fewer entries in the inputs than in the output, all known statically (and all float)."""
+    if any(None in w.type.shape or not w.type.is_float() for w in xs) or not y.type.is_float():
+        return False
+    return sum(math.prod(_known(w)) for w in xs) < math.prod(_known(y))
+
+
+def _known(v: Variable) -> tuple[int, ...]:
+    """v's static shape, where every extent is known."""
+    return tuple(d for d in v.type.shape if d is not None)
+
+
+def _jacobian_forward(y: Variable, xs: list[Variable], disconnected: str) -> list[Variable]:
+    """One jvp per entry of the inputs, a one-hot tangent each: the Jacobian's columns."""
+    if disconnected == "raise":
+        reachable = {v.id for v in ancestors([y])}
+        for i, w in enumerate(xs):
+            if w.id not in reachable:
+                raise GradientError(
+                    f"jacobian: wrt[{i}] {_describe(w)} is not part of y's graph (pass disconnected='zero' for zeros)"
+                )
+    zeros_of = [np.zeros(_known(w), w.dtype) for w in xs]
+    result = []
+    for j, w in enumerate(xs):
+        columns = []
+        for entry in range(math.prod(_known(w))):
+            one_hot = np.zeros(_known(w), w.dtype)
+            one_hot.flat[entry] = 1
+            tangents = [one_hot if k == j else zeros_of[k] for k in range(len(xs))]
+            columns.append(jvp(y, xs, tangents))
+        if not columns:
+            result.append(zeros(y.type.shape + w.type.shape, dtype=w.dtype))
+            continue
+        stacked = stack(columns, axis=-1) if y.ndim else stack(columns)
+        result.append(reshape(stacked, y.type.shape + w.type.shape))
+    return result
 
 
 def _jacobian_unrolled(y: Variable, xs: list[Variable], disconnected: str) -> list[Variable]:
@@ -295,17 +351,16 @@ def _jacobian_loop(y: Variable, xs: list[Variable], disconnected: str) -> list[V
     return [reshape(r, tuple(shape_tuple(y)) + tuple(shape_tuple(w))) for r, w in zip(rows, xs)]
 
 
-def jvp(outputs, wrt, tangents):
+def jvp(outputs, wrt, tangents, recognition: bool = True):
     """Jacobian-vector product (forward mode): d outputs / d wrt · tangents, as graph.
 
     `outputs` is one variable or a list; `wrt` and `tangents` are one variable (or array)
     or lists of the same length, each tangent shaped as its wrt.  The result has the
     structure of `outputs`: per output, sum_j J_j · tangents[j].
 
-    It is the transpose of the reverse mode: with a stand-in cotangent u per output,
-    v ↦ <grad of <u, outputs>, tangents> is linear in u, and its gradient in u is J·v.
-    Both gradients go through `grad`, so recognised formulas push forward as the stable
-    primitives they became, and the stand-ins leave no trace in the result.
+    One forward sweep from `wrt` to `outputs` calls each op's `pushforward`, after the
+    same recognition `grad` runs first, so recognised formulas push forward as the stable
+    primitives they became.
 
     >>> import numpy as np, stablegrad as sg
     >>> x = sg.vector("x")
@@ -324,14 +379,74 @@ def jvp(outputs, wrt, tangents):
     for k, y in enumerate(outs):
         if not isinstance(y, Variable) or not y.type.is_float():
             raise GradientError(f"jvp: outputs[{k}] must be a float symbolic Variable, got {_what(y)}")
-    stand_ins = [Variable(y.type, name=f"cotangent{k}") for k, y in enumerate(outs)]
-    paired = [sum_(u * y) for u, y in zip(stand_ins, outs)]
-    pulled = grad(_total(paired), ws, disconnected="zero")
-    pushed = grad(_total([sum_(g * t) for g, t in zip(pulled, ts)]), stand_ins, disconnected="zero")
-    # the derivative of a linear map does not depend on where it is taken; what reads a stand-in
-    # reads its shape, which is the output's
-    results = substitute(pushed, {u.id: zeros_like(y) for u, y in zip(stand_ins, outs)})
+    written, log = outs, ChangeLog()
+    if recognition:
+        outs = recognise(outs, keep=ws, log=log)
+    pushed = _push_forward(outs, ws, ts)
+    results = [pushed[y.id] if y.id in pushed else zeros_like(y) for y in outs]
+    if recognition and _recognised(outs, written):
+
+        def redo():
+            return jvp(as_written(written), ws, ts, recognition=False)
+
+        results = Derivation(written, ws, redo, log).mark(results, outs)
     return results[0] if single_out else results
+
+
+def _push_forward(outputs: Sequence[Variable], wrt: Sequence[Variable], tangents: Sequence[Variable]) -> dict:
+    """Tangent of every float variable between `wrt` and `outputs` that depends on them (by id)."""
+    found: dict[int, Variable] = {}
+    for w, t in zip(wrt, tangents):
+        found[w.id] = t if w.id not in found else found[w.id] + t
+    for node in toposort(outputs, stop=wrt):
+        tangents_in = [found.get(v.id) if v.type.is_float() else None for v in node.inputs]
+        if all(t is None for t in tangents_in):
+            continue
+        with attributed_to(node.location):
+            tangents_out = node.op.pushforward(node.inputs, node.outputs, tangents_in)
+        for out, t in zip(node.outputs, tangents_out):
+            if t is not None and not isinstance(t, Zero) and out.type.is_float():
+                found[out.id] = _fit_tangent(t, out)
+    return found
+
+
+def _fit_tangent(t: Variable, out: Variable) -> Variable:
+    """t in out's dtype, and broadcast where its static shape may be narrower (a rule returns
+    tangents of the output's run-time shape; their static shape may know less, or more)."""
+    if may_be_narrower(t.type.shape, out.type.shape):
+        t = broadcast_to(t, shape_tuple(out))
+    return t if t.dtype == out.dtype else astype(t, out.dtype)
+
+
+def transposed_pullback(op, inputs: Sequence[Variable], outputs: Sequence[Variable], tangents: Sequence) -> list:
+    """An op's pushforward from its pullback, which is linear in the cotangents u: the tangent of
+    output k is the derivative in u_k of Σ_i <pullback(u)_i, ẋ_i>, taken by reverse mode over
+    the pullback's own graph (the op's operands and outputs are constants there), with each
+    u replaced by ones after.  A linear map's derivative does not depend on where it is taken,
+    but pullbacks are linear only as functions: one that guards its zero cotangents
+    (`where(g == 0, 0, g·c)`, so that 0·inf is 0) or sums in log space (log |g|) has no
+    useful derivative at u = 0, and all of them are smooth at u = 1."""
+    stand_ins = {k: Variable(y.type, name=f"cotangent{k}") for k, y in enumerate(outputs) if y.type.is_float()}
+    cotangents = [stand_ins[k] if k in stand_ins else zeros_like(y) for k, y in enumerate(outputs)]
+    partials = op.pullback(inputs, outputs, cotangents)
+    terms = [
+        sum_(_fit(g, x) * t)
+        for x, g, t in zip(inputs, partials, tangents)
+        if t is not None and not isinstance(g, Zero) and x.type.is_float()
+    ]
+    if not terms:
+        return [None] * len(outputs)
+    total = _total(terms)
+    pushed = _backpropagate([(total, ones_like(total))], list(stand_ins.values()), boundary=[*inputs, *outputs])
+    ones = {u.id: ones_like(outputs[k]) for k, u in stand_ins.items()}
+    results: list = [None] * len(outputs)
+    for k, u in stand_ins.items():
+        if u.id in pushed:
+            results[k] = substitute([pushed[u.id]], ones)[0]
+    return results
+
+
+hooks.pushforward.provide(transposed_pullback)  # Op.pushforward's default (ops cannot import autodiff)
 
 
 def _as_tangent(t, w: Variable, j: int) -> Variable:

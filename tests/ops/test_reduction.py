@@ -93,6 +93,13 @@ def _kw(fn):
     return lambda x, axis, keepdims: fn(x, axis=axis, keepdims=keepdims)
 
 
+def _numpy_median(x, axis, keepdims):
+    """np.median; over no axes, the median of each entry alone (NumPy fails to reshape an empty x then)."""
+    if axis == ():
+        return np.median(np.expand_dims(x, -1), axis=-1)
+    return np.median(x, axis=axis, keepdims=keepdims)
+
+
 REDUCTIONS = [
     Reduction("sum", _kw(sg.sum), _kw(np.sum), _real, (r.Sum,)),
     Reduction("sum_method", lambda x, a, k: x.sum(axis=a, keepdims=k), _kw(np.sum), _real, (r.Sum,)),
@@ -124,7 +131,7 @@ REDUCTIONS = [
         (r.Sum,),
         min_count=2,
     ),
-    Reduction("median", _kw(sg.median), _kw(np.median), _distinct, (r.Sum,), min_count=1, static_extents=True),
+    Reduction("median", _kw(sg.median), _numpy_median, _distinct, (r.Sum,), min_count=1, static_extents=True),
     Reduction("argmax", _kw(sg.argmax), _kw(np.argmax), _ints, (r.ArgExtremum,), grad="none", single_axis=True),
     Reduction("argmin", _kw(sg.argmin), _kw(np.argmin), _ints, (r.ArgExtremum,), grad="none", single_axis=True),
     Reduction(

@@ -395,6 +395,15 @@ class Op:
         """Gradients w.r.t. the inputs (graph, or `Zero`) given the output cotangents."""
         raise GradientError(f"{self.name}: has no gradient")
 
+    def pushforward(self, inputs: Sequence[Variable], outputs: Sequence[Variable], tangents: Sequence):
+        """Tangents of the outputs (graph, or None for zero) given the inputs' (None for zero).
+
+        Forward mode's rule, next to `pullback`.  This default transposes the pullback, which
+        is linear in its cotangents (`autodiff.transposed_pullback`, through the
+        `pushforward` hook); families with a cheaper rule (entrywise, linear) define their own.
+        """
+        return hooks.pushforward.get()(self, inputs, outputs, tangents)
+
     def __call__(self, *inputs: Variable):
         node = Apply(self, inputs, self.infer(*inputs))
         return node.outputs[0] if self.nout == 1 else node.outputs

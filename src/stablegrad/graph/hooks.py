@@ -9,6 +9,7 @@ things a lower layer does need a higher one by nature:
 | `tensor_functions` | `graph.basic.Variable` | operators and methods: `x + y`, `x[i]`, `x.sum()`, `x @ y` | `ops` (its `__init__`) |
 | `function` | `Variable.eval`, `ops.composite` | compiling a graph: `.eval()`, a composite's `perform` | `compile.function` |
 | `vjp` | `ops.composite`, `ops.scan` | a composite's and a loop's pullback, derived from the body | `autodiff` |
+| `pushforward` | `graph.basic.Op` | forward mode's default rule: an op's pullback, transposed | `autodiff` |
 | `run_loop` | `ops.scan.Scan.perform` | running a loop with NumPy (its body compiled for the NumPy backend) | `backends.numpy_loops` |
 | `public_api` | `backends.provenance`, `graph.numpy_protocol` | naming the `sg.` function that fixes a formula, in NaN reports; `np.exp(x)` as `sg.exp(x)` | `stablegrad` (`__init__`) |
 
@@ -107,6 +108,8 @@ class TensorFunctions(Protocol):
 CompileFunction = Callable[..., Callable[..., Any]]
 #: cotangents of `wrt` given the outputs and their cotangents (what `autodiff.vjp` computes)
 VJP = Callable[[Sequence[Any], Sequence[Any], Sequence[Any]], list]
+#: output tangents of a node given its op, inputs, outputs and input tangents (None: zero)
+Pushforward = Callable[[Any, Sequence[Any], Sequence[Any], Sequence[Any]], list]
 #: a loop's outputs from its op and argument arrays: `run_loop(op, arrays, store_history)`
 RunLoop = Callable[[Any, Sequence[Any], bool], tuple]
 
@@ -115,5 +118,6 @@ function: Hook[CompileFunction] = Hook(
     "compiling a graph (.eval(), a composite's perform)", "stablegrad.compile.function"
 )
 vjp: Hook[VJP] = Hook("differentiating a body (composite and loop pullbacks)", "stablegrad.autodiff")
+pushforward: Hook[Pushforward] = Hook("an op's pushforward, by transposing its pullback", "stablegrad.autodiff")
 run_loop: Hook[RunLoop] = Hook("running a loop with NumPy", "stablegrad.backends.numpy_loops")
 public_api: Hook[ModuleType] = Hook("the public namespace (sg.*), for fix hints", "stablegrad")

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Constant, Op, Reads, Variable
 from ..graph.types import Shape, TensorType, broadcast_shapes, normalize_axis
-from .base import as_operands, as_tensor, zero_grad
+from .base import Linear, as_operands, as_tensor, zero_grad
 from .creation import arange, full, zeros_like
 from .elementwise import astype, equal, maximum, minimum, where
 from .shape import broadcast_to, expand_dims, reduce_to, reshape, shape_tuple, size
@@ -92,7 +92,7 @@ def indexed_shape(op: str, x_shape: Shape, spec: tuple, arrays: list[Variable]) 
 
 @final
 @dataclass(frozen=True)
-class Index(Op):
+class Index(Linear, Op):
     """x[spec] with the index arrays as extra operands (NumPy basic + advanced indexing)."""
 
     spec: tuple = ()

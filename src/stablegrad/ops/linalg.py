@@ -37,6 +37,13 @@ class Matmul(Op):
     def perform(self, a, b):
         return np.matmul(a, b)
 
+    def pushforward(self, inputs, outputs, tangents):
+        """ȧ b + a ḃ (bilinear)."""
+        (a, b), (ta, tb) = inputs, tangents
+        terms = [self(ta, b) if ta is not None else None, self(a, tb) if tb is not None else None]
+        present = [t for t in terms if t is not None]
+        return [present[0] if len(present) == 1 else present[0] + present[1]]
+
     def pullback(self, inputs, outputs, grads):
         (a, b), (g,) = inputs, grads
         a2 = a if a.ndim > 1 else expand_dims(a, 0)

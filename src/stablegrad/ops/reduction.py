@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Op, Reads, Variable
 from ..graph.types import TensorType, normalize_axis
-from .base import as_operands, zero_grad
+from .base import Linear, as_operands, zero_grad
 from .elementwise import astype, equal, isnan, logical_and, logical_not, logical_or, maximum, sqrt, square, where
 from .indexing import getitem, sort
 from .shape import ExpandDims, broadcast_to, expand_dims, reshape, shape_tuple, transpose
@@ -47,7 +47,7 @@ class Reduction(Op):
 
 @final
 @dataclass(frozen=True)
-class Sum(Reduction):
+class Sum(Linear, Reduction):
     """Sum over axes."""
 
     reads = READS_NOTHING
@@ -319,7 +319,7 @@ class _Cumulative(Op):
 
 @final
 @dataclass(frozen=True)
-class CumSum(_Cumulative):
+class CumSum(Linear, _Cumulative):
     """Running sum along `axis`; its pullback is the running sum of g taken from the far end."""
 
     public_name: ClassVar[str] = "cumsum"

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Constant, Op, Variable
 from ..graph.types import TensorType, broadcast_shapes, normalize_axis
-from .base import as_operands, zero_grad
+from .base import Linear, as_operands, zero_grad
 from .elementwise import add
 
 _INT = np.dtype(np.int64)
@@ -84,7 +84,7 @@ def _run_shape(dims) -> tuple[int, ...]:
 # -- reshape ---------------------------------------------------------------------------------------
 @final
 @dataclass(frozen=True)
-class Reshape(Op):
+class Reshape(Linear, Op):
     """x reshaped to the shape given by the remaining inputs (one entry may be -1)."""
 
     reads = READS_NOTHING
@@ -141,7 +141,7 @@ flatten = ravel
 # -- transpose ------------------------------------------------------------------------------------
 @final
 @dataclass(frozen=True)
-class Transpose(Op):
+class Transpose(Linear, Op):
     """x with its axes permuted."""
 
     axes: tuple[int, ...] = ()
@@ -201,7 +201,7 @@ def swapaxes(x, axis1: int, axis2: int):
 # -- expand_dims / squeeze ---------------------------------------------------------------------------
 @final
 @dataclass(frozen=True)
-class ExpandDims(Op):
+class ExpandDims(Linear, Op):
     """x with new length-1 axes at the given (sorted, output) positions."""
 
     axes: tuple[int, ...] = ()
@@ -229,7 +229,7 @@ def _new_axes_index(axes: tuple[int, ...], ndim: int) -> tuple:
 
 @final
 @dataclass(frozen=True)
-class Squeeze(Op):
+class Squeeze(Linear, Op):
     """x without the given length-1 axes."""
 
     axes: tuple[int, ...] = ()
@@ -269,7 +269,7 @@ def squeeze(x, axis=None):
 # -- broadcasting and its adjoint ---------------------------------------------------------------------
 @final
 @dataclass(frozen=True)
-class BroadcastTo(Op):
+class BroadcastTo(Linear, Op):
     """x broadcast to the shape given by the remaining inputs (a read-only view)."""
 
     reads = READS_NOTHING
@@ -295,7 +295,7 @@ class BroadcastTo(Op):
 
 @final
 @dataclass(frozen=True)
-class ReduceTo(Op):
+class ReduceTo(Linear, Op):
     """g summed down to a shape it was broadcast from: the adjoint of broadcasting.
 
     `grad` applies it wherever an operand was broadcast; at run time it is free
@@ -404,6 +404,10 @@ class Concatenate(Op):
 
     def pullback(self, inputs, outputs, grads):
         return list(SplitLike(self.axis, len(inputs))(grads[0], *inputs))
+
+    def pushforward(self, inputs, outputs, tangents):
+        """The tangents joined as the operands are (zeros for an operand without one)."""
+        return [self(*(zeros_shaped_like(x) if t is None else t for x, t in zip(inputs, tangents)))]
 
 
 @final
