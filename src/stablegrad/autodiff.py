@@ -20,7 +20,7 @@ import numpy as np
 from .errors import GradientError, attributed_to
 from .graph import hooks
 from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, substitute, toposort
-from .ops.base import Elementwise, may_be_narrower
+from .ops.base import Elementwise
 from .ops.creation import Alloc, arange, ones_like, zeros, zeros_like
 from .ops.elementwise import astype, equal
 from .ops.indexing import IndexUpdate
@@ -404,18 +404,36 @@ def _push_forward(outputs: Sequence[Variable], wrt: Sequence[Variable], tangents
             continue
         with attributed_to(node.location):
             tangents_out = node.op.pushforward(node.inputs, node.outputs, tangents_in)
+        full = _tangent_fills(node, tangents_in)
         for out, t in zip(node.outputs, tangents_out):
             if t is not None and not isinstance(t, Zero) and out.type.is_float():
-                found[out.id] = _fit_tangent(t, out)
+                found[out.id] = _fit_tangent(t, out, full)
     return found
 
 
-def _fit_tangent(t: Variable, out: Variable) -> Variable:
-    """t in out's dtype, and broadcast where its static shape may be narrower (a rule returns
-    tangents of the output's run-time shape; their static shape may know less, or more)."""
-    if may_be_narrower(t.type.shape, out.type.shape):
+def _tangent_fills(node: Apply, tangents: Sequence) -> bool:
+    """Whether the node's rule surely gives tangents of its outputs' run-time shapes.  Every rule
+    does but the entrywise one, whose sum spans the operands with tangents: an operand without
+    one may widen the output, unless it is all ones or every extent is known."""
+    if not isinstance(node.op, Elementwise) or None not in node.outputs[0].type.shape:
+        return True
+    return all(all(d == 1 for d in v.type.shape) for v, t in zip(node.inputs, tangents) if t is None)
+
+
+def _fit_tangent(t: Variable, out: Variable, full: bool) -> Variable:
+    """t in out's dtype, broadcast to out's shape unless it surely has it (`full`, and nothing
+    in the static shapes says it is narrower; they may know less than the run-time ones, or more)."""
+    if not full or _may_be_narrower(t.type.shape, out.type.shape):
         t = broadcast_to(t, shape_tuple(out))
     return t if t.dtype == out.dtype else astype(t, out.dtype)
+
+
+def _may_be_narrower(shape: tuple, target: tuple) -> bool:
+    """Whether an array of static `shape` may need broadcasting to reach static `target`."""
+    if len(shape) != len(target):
+        return True
+    # equal extents, or a known one other than 1 against an unknown one (it can only be the target's)
+    return not all(a == b or (a is not None and b is None and a != 1) for a, b in zip(shape, target))
 
 
 def transposed_pullback(op, inputs: Sequence[Variable], outputs: Sequence[Variable], tangents: Sequence) -> list:

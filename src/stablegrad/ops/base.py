@@ -98,26 +98,6 @@ def _numpy_result_dtype(op: Op, dtypes: tuple[np.dtype, ...]) -> np.dtype:
         return np.asarray(op.perform(*[np.ones((), dt) for dt in dtypes])).dtype
 
 
-def _fills_output(term: Variable, y: Variable, others: list[Variable]) -> bool:
-    """Whether an operand's tangent term surely has the output's run-time shape: nothing in the
-    static shapes says it is narrower, and an extent it does not know no other operand can
-    widen (they are all ones)."""
-    if may_be_narrower(term.type.shape, y.type.shape):
-        return False
-    return None not in term.type.shape or all(all(d == 1 for d in x.type.shape) for x in others)
-
-
-def may_be_narrower(shape: tuple, target: tuple) -> bool:
-    """Whether an array of static `shape` may need broadcasting to reach one of static `target`."""
-    if len(shape) != len(target):
-        return True
-    for a, b in zip(shape, target):
-        if a == b or (a is not None and b is None and a != 1):
-            continue  # (a known extent other than 1 can only be the target's own)
-        return True
-    return False
-
-
 class Linear:
     """Mixin for ops linear in their first operand whose other operands (extents, indices)
     have no tangent: the pushforward is the op itself, applied to the tangent."""
@@ -145,20 +125,17 @@ class Elementwise(Op):
     def pushforward(self, inputs, outputs, tangents):
         """Σᵢ ∂y/∂xᵢ · ẋᵢ.  An entrywise op's Jacobian in each operand is diagonal, and its
         pullback term for operand i is that diagonal times the cotangent, before any sum over
-        broadcast axes: so it is the tangent's term too, with the tangent as cotangent."""
+        broadcast axes: so it is the tangent's term too, with the tangent as cotangent.  (The
+        sum may be narrower than y where operands without a tangent widen it; forward mode
+        broadcasts it then.)"""
         (y,) = outputs
         total = None
         for i, t in enumerate(tangents):
             if t is None:
                 continue
             term = self.pullback(inputs, outputs, [t if t.dtype == y.dtype else astype(t, y.dtype)])[i]
-            if isinstance(term, Zero):
-                continue
-            if not _fills_output(term, y, [x for k, x in enumerate(inputs) if k != i]):
-                from .shape import broadcast_to, shape_tuple  # (the shape module imports this one)
-
-                term = broadcast_to(term, shape_tuple(y))
-            total = term if total is None else total + term
+            if not isinstance(term, Zero):
+                total = term if total is None else total + term
         return [total]
 
 

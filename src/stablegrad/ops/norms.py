@@ -77,12 +77,14 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
     and `axis` both None, the 2-norm of all entries.  Integers compute in float64.
 
     The 2-norm and the Frobenius norm do not overflow or underflow where the norm itself
-    is representable, and their gradient at 0 is 0 (NumPy's formula gives inf and NaN).
+    is representable (NumPy's is inf for the example below), and their gradient at 0 is 0
+    (NumPy's formula gives 0/0).
 
     >>> import numpy as np, stablegrad as sg
     >>> x = sg.vector("x")
-    >>> sg.function([x], sg.linalg.norm(x))(np.array([3e200, 4e200])).item()
-    5e+200
+    >>> big = 2.0**700  # (so that 3·big and 4·big are exact: the norm is 5·big exactly)
+    >>> sg.function([x], sg.linalg.norm(x))(np.array([3.0, 4.0]) * big).item() / big
+    5.0
     >>> sg.function([x], sg.grad(sg.linalg.norm(x), x))(np.zeros(2)).tolist()
     [0.0, 0.0]
     """
