@@ -60,9 +60,9 @@ def pad(x, pad_width, mode: str = "constant", **kwargs):
     widths = _pairs(pad_width, x.ndim, "pad_width")
     if widths.dtype.kind not in "iu" or np.any(widths < 0):
         raise ShapeError(f"pad: pad_width must be non-negative ints, got {pad_width!r}")
-    (what,) = _KEYWORDS[mode] or {"values"}
-    values = _pairs(kwargs.get(what, None if what == "stat_length" else 0), x.ndim, what)
-    if what == "stat_length":
+    (argument,) = _KEYWORDS[mode] or {"values"}  # the mode's one keyword (the copying modes have none)
+    values = _pairs(kwargs.get(argument, None if argument == "stat_length" else 0), x.ndim, argument)
+    if argument == "stat_length":
         values = _stat_lengths(values, mode)
     for axis in range(x.ndim):
         before, after = (int(w) for w in widths[axis])
