@@ -425,7 +425,7 @@ def _fit_tangent(t: Variable, out: Variable, full: bool) -> Variable:
     in the static shapes says it is narrower; they may know less than the run-time ones, or more)."""
     if not full or _may_be_narrower(t.type.shape, out.type.shape):
         t = broadcast_to(t, shape_tuple(out))
-    return t if t.dtype == out.dtype else astype(t, out.dtype)
+    return astype(t, out.dtype)
 
 
 def _may_be_narrower(shape: tuple, target: tuple) -> bool:

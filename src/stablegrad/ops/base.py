@@ -133,7 +133,7 @@ class Elementwise(Op):
         for i, t in enumerate(tangents):
             if t is None:
                 continue
-            term = self.pullback(inputs, outputs, [t if t.dtype == y.dtype else astype(t, y.dtype)])[i]
+            term = self.pullback(inputs, outputs, [astype(t, y.dtype)])[i]
             if not isinstance(term, Zero):
                 total = term if total is None else total + term
         return [total]

@@ -130,17 +130,16 @@ def _vector_norm(x: Variable, ord, axes: tuple[int, ...], keepdims: bool) -> Var
 
 
 def _matrix_norm(x: Variable, ord, row: int, col: int, keepdims: bool) -> Variable:
+    axes = tuple(sorted((row, col)))
     if ord is None or ord == "fro":
-        result = euclidean(x, tuple(sorted((row, col))), keepdims=True)
-    elif ord in ("nuc", 2, -2):
+        return euclidean(x, axes, keepdims)
+    if ord in ("nuc", 2, -2):
         raise ShapeError(f"norm: ord={ord!r} needs singular values, which stablegrad does not compute")
-    elif ord in (1, -1, np.inf, -np.inf):
-        summed, extreme = (row, col) if ord in (1, -1) else (col, row)  # 1: columns' sums; inf: rows'
-        best = max if ord > 0 else min
-        result = best(sum(abs(x), summed, keepdims=True), extreme, keepdims=True)
-    else:
+    if ord not in (1, -1, np.inf, -np.inf):
         raise ShapeError(f"norm: invalid order {ord!r} for a matrix norm")
-    return result if keepdims else drop(result, tuple(sorted((row, col))), False)
+    summed, extreme = (row, col) if ord in (1, -1) else (col, row)  # 1: columns' sums; inf: rows'
+    best = max if ord > 0 else min
+    return drop(best(sum(abs(x), summed, keepdims=True), extreme, keepdims=True), axes, keepdims)
 
 
 def _is_number(ord) -> bool:
