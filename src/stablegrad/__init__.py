@@ -86,7 +86,7 @@ from .ops.elementwise import (
     where,
 )
 from .ops.indexing import argsort, diag, one_hot, repeat, sort, take, take_along_axis
-from .ops.linalg import dot, einsum, matmul, outer, tensordot
+from .ops.linalg import einsum, matmul, outer, tensordot
 from .ops.math import (
     arctan,
     betaln,
@@ -117,6 +117,7 @@ from .ops.math import (
     tan,
     tanh,
 )
+from .ops.named import dot
 from .ops.padding import pad
 from .ops.reduction import (
     all,

@@ -18,10 +18,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from .errors import GradientError, attributed_to
-from .graph import hooks
+from .graph import hooks, names
 from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, substitute, toposort
 from .ops.base import Elementwise
 from .ops.creation import Alloc, arange, ones_like, zeros, zeros_like
+from .ops.dims import labelled
 from .ops.elementwise import astype, equal
 from .ops.indexing import IndexUpdate
 from .ops.reduction import sum as sum_
@@ -32,6 +33,7 @@ from .rewrite.patterns import is_constant, owner
 
 
 @paused_gc
+@names.positional()  # the derivative is library code: built by position (see graph.names)
 def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = True):
     """Gradient of a scalar `cost` w.r.t. one variable or a list of them, as graph.
 
@@ -73,7 +75,17 @@ def grad(cost: Variable, wrt, disconnected: str = "raise", recognition: bool = T
             return grad(as_written([written])[0], targets, disconnected, recognition=False)
 
         result = Derivation([written], targets, redo, log).mark(result, [cost])
+    result = _named_like(result, targets, [written])
     return result[0] if single else result
+
+
+def _named_like(results: list, like: Sequence[Variable], forward: Sequence[Variable]) -> list:
+    """Each result with the dims of its counterpart in `like` (a gradient keeps its wrt's names);
+    a value of the forward graph is copied first rather than renamed under the user."""
+    if all(v.dims is None for v in like):
+        return results
+    taken = {v.id for v in ancestors(forward)}
+    return [labelled(r, w.dims, copy=r.id in taken) for r, w in zip(results, like)]
 
 
 def _recognised(recognised: Sequence[Variable], written: Sequence[Variable]) -> bool:
@@ -168,6 +180,7 @@ def _check_grad_args(cost, targets, disconnected) -> None:
             raise GradientError(f"grad: wrt[{i}] {_describe(w)} has dtype {w.dtype.name}; only floats have gradients")
 
 
+@names.positional()
 def vjp(outputs: Sequence[Variable], cotangents: Sequence[Variable], wrt: Sequence[Variable]) -> list:
     """Vector-Jacobian product: sum_k cotangents[k] · d outputs[k] / d wrt, per wrt.
 
@@ -262,6 +275,7 @@ def _fit(g: Variable, v: Variable, same_shape: bool = False) -> Variable:
     return g if g.dtype == v.dtype else astype(g, v.dtype)
 
 
+@names.positional()
 def jacobian(y: Variable, x, disconnected: str = "zero"):
     """d y / d x as a tensor of shape y.shape + x.shape, by the cheaper mode.
 
@@ -351,6 +365,7 @@ def _jacobian_loop(y: Variable, xs: list[Variable], disconnected: str) -> list[V
     return [reshape(r, tuple(shape_tuple(y)) + tuple(shape_tuple(w))) for r, w in zip(rows, xs)]
 
 
+@names.positional()
 def jvp(outputs, wrt, tangents, recognition: bool = True):
     """Jacobian-vector product (forward mode): d outputs / d wrt · tangents, as graph.
 
@@ -390,6 +405,7 @@ def jvp(outputs, wrt, tangents, recognition: bool = True):
             return jvp(as_written(written), ws, ts, recognition=False)
 
         results = Derivation(written, ws, redo, log).mark(results, outs)
+    results = _named_like(results, written, [*written, *ws])
     return results[0] if single_out else results
 
 
@@ -485,6 +501,7 @@ def _what(value) -> str:
     return str(value) if isinstance(value, Variable) else type(value).__name__
 
 
+@names.positional()
 def hessian(cost: Variable, wrt, disconnected: str = "raise"):
     """The Hessian of scalar `cost` w.r.t. `wrt` (one variable), shape wrt.shape + wrt.shape.
 
@@ -496,6 +513,7 @@ def hessian(cost: Variable, wrt, disconnected: str = "raise"):
     return jacobian(grad(cost, wrt, disconnected=disconnected), wrt)
 
 
+@names.positional()
 def hessian_vector_product(cost: Variable, wrt, vector, disconnected: str = "raise"):
     """H v for the Hessian H of scalar `cost` w.r.t. `wrt`, without forming H.
 

@@ -11,7 +11,7 @@ from .. import backends
 from ..autodiff import as_written, derivation_changes
 from ..backends.provenance import advice_at
 from ..errors import InputError, format_location
-from ..graph import hooks
+from ..graph import hooks, names
 from ..graph.basic import Constant, Variable, graph_inputs, paused_gc
 from ..graph.fgraph import FunctionGraph
 from ..progress import Stages
@@ -40,6 +40,10 @@ class Function:
     `backend="numba"` compiles fused CPU kernels (needs the `numba` extra); with it,
     `threads=n` splits their rows over n threads (the values agree to an ulp or two).
 
+    Inputs with named dims also take `xarray.DataArray` arguments, matched by dim name
+    whatever their axis order; `xarray=True` returns each output that has named dims as a
+    DataArray too (needs xarray installed).
+
     >>> import numpy as np, stablegrad as sg
     >>> x = sg.vector("x")
     >>> f = sg.function([x], sg.sum(sg.exp(x)))
@@ -48,6 +52,7 @@ class Function:
     """
 
     @paused_gc  # compiling builds a graph of long-lived objects; see paused_gc
+    @names.positional()  # what compiling builds is library code: by position (graph.names)
     def __init__(
         self,
         inputs: Sequence[Variable],
@@ -57,6 +62,7 @@ class Function:
         shard=None,
         check_finite: bool = False,
         threads: int | None = None,
+        xarray: bool = False,
     ):
         if isinstance(inputs, Variable) or not isinstance(inputs, Iterable):
             raise InputError(f"function: inputs must be a list of symbolic inputs, got {_what(inputs)}; write [x]")
@@ -85,6 +91,7 @@ class Function:
             self._program = target.compile(self.graph, options)
         self._called = False
         self._checks = [_argument_check(i, v) for i, v in enumerate(self.inputs)]
+        self._dataarray = _dataarray_type() if xarray else None
 
     def explain(self, file=None) -> str:
         """Which rewrites fired, each with the user's source line, e.g.
@@ -112,9 +119,14 @@ class Function:
             with Stages(f"sg.function: first call (backend={self.backend!r} compiles for these arguments)", delay=SLOW):
                 results = self._program.run(values)
             self._called = True
-        if self._single:
-            return np.asarray(results[0])
-        return [np.asarray(r) for r in results]
+        arrays = [self._as_result(r, v) for r, v in zip(results, self.outputs)]
+        return arrays[0] if self._single else arrays
+
+    def _as_result(self, value, output: Variable):
+        array = np.asarray(value)
+        if self._dataarray is None or output.dims is None:
+            return array
+        return self._dataarray(array, dims=output.dims)
 
     def _by_name(self, args: tuple, named: dict) -> tuple:
         """The arguments in input order, from positional ones and ones named by input name."""
@@ -235,6 +247,8 @@ def _argument_check(i: int, var: Variable) -> Callable[[object], np.ndarray]:
 
 def _check_argument(i: int, var: Variable, value) -> np.ndarray:
     t = var.type
+    if _is_dataarray(value):
+        value = _by_dims(i, var, value)
     if isinstance(value, Variable):
         raise InputError(
             f"function: argument {i} ({_name(var, i)}) is a symbolic tensor ({value}); a compiled function "
@@ -271,6 +285,30 @@ def _check_argument(i: int, var: Variable, value) -> np.ndarray:
             )
         array = converted
     return array
+
+
+def _dataarray_type():
+    try:
+        import xarray
+    except ImportError:
+        raise InputError("function: xarray=True returns xarray.DataArray outputs; install xarray first") from None
+    return xarray.DataArray
+
+
+def _is_dataarray(value) -> bool:
+    """An xarray.DataArray, told by its attributes (xarray is optional and not imported here)."""
+    return isinstance(getattr(value, "dims", None), tuple) and hasattr(value, "transpose") and hasattr(value, "values")
+
+
+def _by_dims(i: int, var: Variable, value) -> np.ndarray:
+    """A DataArray's values in the axis order of a named input (positional inputs take them as they are)."""
+    if var.dims is None:
+        return value.values
+    if sorted(value.dims) != sorted(var.dims):
+        raise InputError(
+            f"function: argument {i} ({_name(var, i)}) has dims {var.dims!r}; the DataArray given has {value.dims!r}"
+        )
+    return value.transpose(*var.dims).values
 
 
 def _cast_exactly(array: np.ndarray, dtype: np.dtype) -> np.ndarray | None:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ..errors import GradientError, InputError, StableGradError, user_location
-from . import hooks, numpy_protocol
+from . import hooks, names, numpy_protocol
 from .types import TensorType
 
 _ids = itertools.count()
@@ -33,7 +33,8 @@ class Variable:
 
     #: `derivation`: for a gradient `grad` took of a recognised formula, how to take it of the
     #: formula as written instead (what `function(..., recognition=False)` computes); else None
-    __slots__ = ("derivation", "id", "index", "name", "owner", "type")
+    #: `dims`: one name per axis, or None (positional); see `graph.names`
+    __slots__ = ("derivation", "dims", "id", "index", "name", "owner", "type")
     # NumPy hands np.exp(x), np.sum(x), ndarray + x to the tensor, which answers with the sg. function
     __array_ufunc__ = numpy_protocol.array_ufunc
     __array_function__ = numpy_protocol.array_function
@@ -47,6 +48,7 @@ class Variable:
         self.name = name
         self.id = next(_ids)
         self.derivation: tuple[Any, int] | None = None
+        self.dims: names.Dims | None = None
 
     # -- type shortcuts -------------------------------------------------------------
     @property
@@ -76,7 +78,9 @@ class Variable:
 
     def __repr__(self) -> str:
         label = self.name or (self.owner.op.name if self.owner is not None else "input")
-        return f"<{label}: {self.type}>"
+        if self.dims is None:
+            return f"<{label}: {self.type}>"
+        return f"<{label}: {self.dtype.name}[{names.describe(self.dims, self.type.shape)}]>"
 
     def __hash__(self) -> int:
         return self.id
@@ -209,6 +213,9 @@ class Variable:
         return _ops().transpose(self)
 
     def transpose(self, *axes):
+        """Permute the axes: by position as numpy (`x.transpose(1, 0)`), or by name (`x.transpose("class", "batch")`)."""
+        if axes and all(isinstance(a, str) for a in axes):
+            return _ops().transpose_dims(self, axes)
         single = len(axes) == 1 and not isinstance(axes[0], int | np.integer)  # x.transpose((1, 0)), not x.transpose(0)
         return _ops().transpose(self, axes[0] if single else (axes or None))
 
@@ -218,38 +225,38 @@ class Variable:
     def astype(self, dtype):
         return _ops().astype(self, dtype)
 
-    def sum(self, axis=None, keepdims=False):
-        return _ops().sum(self, axis=axis, keepdims=keepdims)
+    def sum(self, axis=None, keepdims=False, *, dim=None):
+        return _ops().sum(self, axis=axis, keepdims=keepdims, dim=dim)
 
-    def mean(self, axis=None, keepdims=False):
-        return _ops().mean(self, axis=axis, keepdims=keepdims)
+    def mean(self, axis=None, keepdims=False, *, dim=None):
+        return _ops().mean(self, axis=axis, keepdims=keepdims, dim=dim)
 
-    def max(self, axis=None, keepdims=False):
-        return _ops().max(self, axis=axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False, *, dim=None):
+        return _ops().max(self, axis=axis, keepdims=keepdims, dim=dim)
 
-    def min(self, axis=None, keepdims=False):
-        return _ops().min(self, axis=axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False, *, dim=None):
+        return _ops().min(self, axis=axis, keepdims=keepdims, dim=dim)
 
-    def prod(self, axis=None, keepdims=False):
-        return _ops().prod(self, axis=axis, keepdims=keepdims)
+    def prod(self, axis=None, keepdims=False, *, dim=None):
+        return _ops().prod(self, axis=axis, keepdims=keepdims, dim=dim)
 
-    def var(self, axis=None, ddof=0, keepdims=False):
-        return _ops().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+    def var(self, axis=None, ddof=0, keepdims=False, *, dim=None):
+        return _ops().var(self, axis=axis, ddof=ddof, keepdims=keepdims, dim=dim)
 
-    def std(self, axis=None, ddof=0, keepdims=False):
-        return _ops().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+    def std(self, axis=None, ddof=0, keepdims=False, *, dim=None):
+        return _ops().std(self, axis=axis, ddof=ddof, keepdims=keepdims, dim=dim)
 
-    def argmax(self, axis=None, keepdims=False):
-        return _ops().argmax(self, axis=axis, keepdims=keepdims)
+    def argmax(self, axis=None, keepdims=False, *, dim=None):
+        return _ops().argmax(self, axis=axis, keepdims=keepdims, dim=dim)
 
-    def argmin(self, axis=None, keepdims=False):
-        return _ops().argmin(self, axis=axis, keepdims=keepdims)
+    def argmin(self, axis=None, keepdims=False, *, dim=None):
+        return _ops().argmin(self, axis=axis, keepdims=keepdims, dim=dim)
 
-    def cumsum(self, axis=None, dtype=None):
-        return _ops().cumsum(self, axis=axis, dtype=dtype)
+    def cumsum(self, axis=None, dtype=None, *, dim=None):
+        return _ops().cumsum(self, axis=axis, dtype=dtype, dim=dim)
 
-    def cumprod(self, axis=None, dtype=None):
-        return _ops().cumprod(self, axis=axis, dtype=dtype)
+    def cumprod(self, axis=None, dtype=None, *, dim=None):
+        return _ops().cumprod(self, axis=axis, dtype=dtype, dim=dim)
 
     def ravel(self):
         return _ops().ravel(self)
@@ -266,6 +273,20 @@ class Variable:
 
     def dot(self, other):
         return _ops().dot(self, other)
+
+    # -- named dimensions (xarray's names) ---------------------------------------------
+    def rename(self, mapping: dict | None = None, **renames):
+        """The same tensor with dims renamed: `x.rename({"class": "k"})` or `x.rename(batch="n")`;
+        on a positional tensor, `x.rename(("batch", "class"))` names every axis."""
+        return _ops().rename(self, mapping, renames)
+
+    def expand_dims(self, dim: str, axis: int = 0):
+        """A new length-1 axis called `dim`, at position `axis`."""
+        return _ops().expand_dim(self, dim, axis)
+
+    def isel(self, indexers: dict | None = None, **by_name):
+        """Index by dim name: `x.isel(batch=0)`, `x.isel({"time": slice(1, None)})`."""
+        return _ops().isel(self, {**(indexers or {}), **by_name})
 
     def eval(self, inputs: dict | None = None):
         """Compile and run this variable; `inputs` maps input variables to values."""

@@ -7,16 +7,23 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from . import names
 from .basic import Variable
 from .types import TensorType
 
 
-def tensor(name: str | None = None, shape: Sequence[int | None] = (), dtype="float64") -> Variable:
-    """A symbolic input of the given static shape (None marks an extent known only at run time).
+def tensor(
+    name: str | None = None, shape: Sequence[int | None] = (), dtype="float64", dims: Sequence[str] | None = None
+) -> Variable:
+    """A symbolic input of the given static shape (None marks an extent known only at run time),
+    optionally with a name per axis (`dims`): operands then align by name, and reductions take
+    `dim=` (see docs/named-dims.md).
 
     >>> import stablegrad as sg
     >>> sg.tensor("x", shape=(None, 5))
     <x: float64[?, 5]>
+    >>> sg.tensor("x", shape=(None, 5), dims=("batch", "class"))
+    <x: float64[batch=?, class=5]>
     """
     shape = tuple(shape)
     for n in shape:
@@ -26,7 +33,9 @@ def tensor(name: str | None = None, shape: Sequence[int | None] = (), dtype="flo
         dtype = np.dtype(dtype)
     except TypeError:
         raise DTypeError(f"tensor: {dtype!r} is not a dtype NumPy knows (e.g. 'float64', 'float32', 'int64')") from None
-    return Variable(TensorType(dtype, tuple(None if n is None else int(n) for n in shape)), name=name)
+    v = Variable(TensorType(dtype, tuple(None if n is None else int(n) for n in shape)), name=name)
+    v.dims = names.as_dims(dims, len(shape), "tensor")
+    return v
 
 
 def scalar(name: str | None = None, dtype="float64") -> Variable:

@@ -15,6 +15,7 @@ from typing import final
 import numpy as np
 
 from ..errors import DTypeError
+from ..graph import hooks, names
 from ..graph.basic import READS_NOTHING, Constant, Op, Variable, Zero
 from ..graph.types import TensorType, broadcast_shapes
 
@@ -110,7 +111,18 @@ class Linear:
 
 @dataclass(frozen=True)
 class Elementwise(Op):
-    """Abstract: an op applied entry by entry with NumPy broadcasting."""
+    """Abstract: an op applied entry by entry with NumPy broadcasting (or, in user code with
+    named operands, broadcasting by name: `graph.names`)."""
+
+    def __call__(self, *inputs: Variable):
+        if not any(v.dims is not None for v in inputs) or not names.active():
+            return Op.__call__(self, *inputs)
+        aligned, dims = hooks.align_dims.get()(self.name, inputs)
+        with names.positional():
+            result = Op.__call__(self, *aligned)
+        for out in result if isinstance(result, tuple) else (result,):
+            out.dims = dims
+        return result
 
     def infer(self, *inputs: Variable) -> list[TensorType]:
         shape = broadcast_shapes(*(v.type.shape for v in inputs), op=self.name)

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Constant, Op, Reads, Variable
 from ..graph.types import Shape, TensorType, broadcast_shapes, normalize_axis
+from . import dims
 from .base import Linear, as_operands, as_tensor, zero_grad
 from .creation import arange, full, zeros_like
 from .elementwise import astype, equal, maximum, minimum, where
@@ -330,6 +331,7 @@ def _sort_operand(x, axis, op: str) -> tuple[Variable, int]:
     return x, normalize_axis(axis, x.ndim, op)[0]
 
 
+@dims.along_axis
 def argsort(x, axis=-1):
     """Indices that sort x along `axis` (of the flattened array when None); ties keep their order.
 
@@ -341,6 +343,7 @@ def argsort(x, axis=-1):
     return Argsort(axis)(x)
 
 
+@dims.along_axis
 def sort(x, axis=-1):
     """x sorted along `axis` (flattened first when None), as numpy.sort.
 

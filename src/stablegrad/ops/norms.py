@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..graph.basic import Reads, Variable
 from ..graph.types import normalize_axis
+from . import dims
 from .composite import SymbolicOp
 from .elementwise import abs, astype, equal, logical_and, not_equal, sqrt, square, where
 from .math import power
@@ -67,6 +68,7 @@ class VectorNorm(SymbolicOp):
         return [g * (x / where(equal(r, 0), 1, r))]
 
 
+@dims.reduction
 def norm(x, ord=None, axis=None, keepdims: bool = False):
     """Matrix or vector norm, numpy.linalg.norm: the same orders, axes and result dtypes.
 

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Op, Reads, Variable
 from ..graph.types import TensorType, normalize_axis
+from . import dims
 from .base import Linear, as_operands, zero_grad
 from .elementwise import astype, equal, isnan, logical_and, logical_not, logical_or, maximum, sqrt, square, where
 from .indexing import getitem, sort
@@ -175,21 +176,25 @@ def _reduce(cls, x, axis, keepdims, op: str):
     return cls(axes, bool(keepdims))(x)
 
 
+@dims.reduction
 def sum(x, axis=None, keepdims=False):
     """Sum of entries over `axis` (int, tuple or None for all)."""
     return _reduce(Sum, x, axis, keepdims, "sum")
 
 
+@dims.reduction
 def prod(x, axis=None, keepdims=False):
     """Product of entries over `axis`."""
     return _reduce(Prod, x, axis, keepdims, "prod")
 
 
+@dims.reduction
 def max(x, axis=None, keepdims=False):
     """Maximum over `axis`; errors at run time on an empty axis, as NumPy."""
     return _reduce(Max, x, axis, keepdims, "max")
 
 
+@dims.reduction
 def min(x, axis=None, keepdims=False):
     """Minimum over `axis`."""
     return _reduce(Min, x, axis, keepdims, "min")
@@ -198,11 +203,13 @@ def min(x, axis=None, keepdims=False):
 amax, amin = max, min
 
 
+@dims.reduction
 def any(x, axis=None, keepdims=False):
     """Whether any entry over `axis` is true."""
     return _reduce(Any, x, axis, keepdims, "any")
 
 
+@dims.reduction
 def all(x, axis=None, keepdims=False):
     """Whether every entry over `axis` is true."""
     return _reduce(All, x, axis, keepdims, "all")
@@ -216,11 +223,13 @@ def _arg(kind, x, axis, keepdims):
     return ArgExtremum(axes, bool(keepdims), kind)(x)
 
 
+@dims.reduction
 def argmax(x, axis=None, keepdims=False):
     """Index of the first maximum along `axis` (of the flattened array when None)."""
     return _arg("argmax", x, axis, keepdims)
 
 
+@dims.reduction
 def argmin(x, axis=None, keepdims=False):
     """Index of the first minimum along `axis`."""
     return _arg("argmin", x, axis, keepdims)
@@ -236,6 +245,7 @@ def count(x: Variable, axes: tuple[int, ...], dtype) -> _Any:
     return n if isinstance(n, int) else astype(n, dtype)
 
 
+@dims.reduction
 def mean(x, axis=None, keepdims=False):
     """Arithmetic mean over `axis` (integers give float64, as NumPy)."""
     (x,) = as_operands(x)
@@ -244,6 +254,7 @@ def mean(x, axis=None, keepdims=False):
     return total / count(x, axes, total.dtype)
 
 
+@dims.reduction
 def median(x, axis=None, keepdims=False):
     """Median over `axis`, as numpy.median: the mean of the two middle entries for an even
     count, NaN where the entries hold a NaN (or none), integers in float64.
@@ -270,6 +281,7 @@ def median(x, axis=None, keepdims=False):
     return expand_dims(result, axes) if keepdims and axes else result
 
 
+@dims.reduction
 def var(x, axis=None, ddof: int = 0, keepdims=False):
     """Variance over `axis` with `ddof` delta degrees of freedom."""
     (x,) = as_operands(x)
@@ -282,6 +294,7 @@ def var(x, axis=None, ddof: int = 0, keepdims=False):
     return Sum(axes, bool(keepdims))(square(centred)) / dof
 
 
+@dims.reduction
 def std(x, axis=None, ddof: int = 0, keepdims=False):
     """Standard deviation over `axis`."""
     (x,) = as_operands(x)
@@ -293,6 +306,7 @@ def std(x, axis=None, ddof: int = 0, keepdims=False):
     return where(zero, 0, sqrt(where(zero, 1, v)))
 
 
+@dims.reduction
 def count_nonzero(x, axis=None):
     """Number of non-zero entries over `axis`."""
     (x,) = as_operands(x)
@@ -392,6 +406,7 @@ def _cumulative(cls, op: str, x, axis, dtype):
     return cls(normalize_axis(axis, x.ndim, op)[0])(x)
 
 
+@dims.along_axis
 def cumsum(x, axis=None, dtype=None):
     """Running sum along `axis` (of the flattened array when None), as numpy.cumsum.
 
@@ -403,6 +418,7 @@ def cumsum(x, axis=None, dtype=None):
     return _cumulative(CumSum, "cumsum", x, axis, dtype)
 
 
+@dims.along_axis
 def cumprod(x, axis=None, dtype=None):
     """Running product along `axis` (of the flattened array when None), as numpy.cumprod.
 

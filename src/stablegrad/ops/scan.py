@@ -21,11 +21,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import StableGradError
-from ..graph import hooks
+from ..graph import hooks, names
 from ..graph.basic import ALL, Apply, Constant, Op, Reads, Variable, Zero, substitute, toposort
 from ..graph.types import TensorType
+from . import named
 from .base import as_operands
 from .creation import Alloc, zeros_like
+from .dims import labelled
 from .shape import ShapeDim
 
 
@@ -142,8 +144,11 @@ def _flatten(value) -> tuple[list[Variable], bool]:
     return as_operands(value), False
 
 
-def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool = False):
+def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool = False, dim: str | None = None):
     """Loop `fn(carry, x) -> (carry, y)` over the leading axis of `xs`; returns (final carry, stacked ys).
+
+    With named dims, `dim="time"` loops over that dim of every sequence instead (it need not
+    lead); the slices, carries and ys keep their names, the stacked ys with the loop's dim first.
 
     `init`, `xs` and the `y`s may be tensors or tuples of tensors (`y` may be None);
     variables from outside used inside `fn` become inputs of the loop and get
@@ -159,6 +164,9 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
     location = (fn.__code__.co_filename, fn.__code__.co_firstlineno) if hasattr(fn, "__code__") else None
     init_vars, carry_is_tuple = _flatten(init)
     xs_vars, xs_is_tuple = _flatten(xs)
+    if dim is not None:
+        xs_vars = [named.leading("scan", x, dim) for x in xs_vars]
+    naming = names.active()
     if not init_vars:
         raise ScanError("scan: init must be a tensor or a non-empty tuple of tensors", location)
     steps = _static_length(xs_vars, length, location)
@@ -168,6 +176,11 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
         if x.ndim == 0:
             raise ScanError(f"scan: xs[{i}] is a scalar; sequences need a leading axis to loop over", location)
         slices.append(Variable(TensorType(x.dtype, x.type.shape[1:]), name=f"x{i}"))
+    if naming:  # the body is user code: its placeholders carry the names of what they stand for
+        for placeholder, v in zip(carries, init_vars):
+            placeholder.dims = v.dims
+        for placeholder, x in zip(slices, xs_vars):
+            placeholder.dims = x.dims[1:] if x.dims is not None else None
     carry_arg = tuple(carries) if carry_is_tuple else carries[0]
     x_arg = (tuple(slices) if xs_is_tuple else slices[0]) if xs is not None else None
     result = fn(carry_arg, x_arg)
@@ -176,6 +189,8 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
     new_carry, y = result
     new_carries, _ = _flatten(new_carry)
     ys, ys_is_tuple = _flatten(y)
+    if naming:
+        new_carries = [named.laid_out_like("scan", c, v) for c, v in zip(new_carries, init_vars)]
     _check_carries(init_vars, new_carries, location)
     new_carries = [c if c.dtype == v.dtype else c.astype(v.dtype) for c, v in zip(new_carries, init_vars)]
     inner_outputs = new_carries + ys
@@ -186,6 +201,10 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
     outs = node.outputs
     final = outs[: len(carries)]
     stacked = outs[len(carries) : len(carries) + len(ys)]
+    if naming:
+        final = [labelled(c, v.dims) for c, v in zip(final, init_vars)]
+        steps_dim = next((x.dims[0] for x in xs_vars if x.dims is not None), None)
+        stacked = [labelled(s, (steps_dim, *y.dims)) if steps_dim and y.dims else s for s, y in zip(stacked, ys)]
     final_out = tuple(final) if carry_is_tuple else final[0]
     ys_out = (tuple(stacked) if ys_is_tuple else stacked[0]) if y is not None else None
     return final_out, ys_out

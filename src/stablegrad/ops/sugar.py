@@ -28,8 +28,9 @@ from .elementwise import (
 )
 from .indexing import AtIndexer as at
 from .indexing import getitem
-from .linalg import dot, matmul
+from .linalg import matmul
 from .math import power
+from .named import dot, expand_dim, isel, rename, transpose_dims
 from .reduction import argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var
 from .shape import ravel, reshape, shape_tuple, size, swapaxes, transpose
 
@@ -46,11 +47,13 @@ __all__ = [
     "divide",
     "dot",
     "equal",
+    "expand_dim",
     "floor_divide",
     "getitem",
     "greater",
     "greater_equal",
     "invert",
+    "isel",
     "less",
     "less_equal",
     "logical_and",
@@ -67,6 +70,7 @@ __all__ = [
     "power",
     "prod",
     "ravel",
+    "rename",
     "reshape",
     "shape_tuple",
     "size",
@@ -75,5 +79,6 @@ __all__ = [
     "sum",
     "swapaxes",
     "transpose",
+    "transpose_dims",
     "var",
 ]

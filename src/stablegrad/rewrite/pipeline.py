@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from ..graph import names
 from ..graph.basic import Apply, Op, Variable, substitute
 from ..ops.composite import OpFromGraph
 from ..ops.scan import Scan
@@ -119,6 +120,7 @@ def run_phases(
     return result
 
 
+@names.positional()  # rewrites build by position: names are the user's (graph.names)
 def optimize(
     outputs: Sequence[Variable],
     keep: Iterable[Variable] = (),
@@ -147,6 +149,7 @@ def optimize(
         specialize.KEEP_WHOLE.reset(token)
 
 
+@names.positional()
 def recognise(
     outputs: Sequence[Variable], keep: Iterable[Variable] = (), log: ChangeLog | None = None
 ) -> list[Variable]:

@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...graph.basic import ALL, Constant, Op, Reads, Variable
 from ...graph.types import TensorType
+from .. import dims
 from ..base import zero_grad
 from ..composite import SymbolicOp
 from ..creation import ones_like
@@ -247,6 +248,7 @@ def lse_pullback(axes, x, b, mask, out, total_sign, g) -> list:
     return grads
 
 
+@dims.reduction
 def logsumexp(x, axis=None, keepdims=False, b=None, return_sign=False, where=None):
     """log(sum(b * exp(x))) over `axis`, stable (scipy.special.logsumexp; `where=` as JAX).
 
@@ -329,6 +331,7 @@ class LogMeanExp(SymbolicOp):
         return lse_pullback(self.axes, x, None, mask, lse, None, keep(grads[0], self.axes, self.keepdims))
 
 
+@dims.reduction
 def logmeanexp(x, axis=None, keepdims=False, where=None):
     """log(mean(exp(x))) over `axis`, stable; `where=False` entries are left out of sum and count."""
     xs, dtype = promote("logmeanexp", x)
@@ -388,6 +391,7 @@ class LogCumSumExp(Op):
         return LogCumSumExp(self.axis)(v[flip])[flip]
 
 
+@dims.along_axis
 def logcumsumexp(x, axis=None):
     """Cumulative log(sum(exp(x))) along `axis` (flattened when None, as numpy.cumsum)."""
     (x,), dtype = promote("logcumsumexp", x)

@@ -16,6 +16,7 @@ import numpy as np
 from ...errors import DTypeError, ShapeError
 from ...graph.basic import ALL, READS_NOTHING, Op, Reads, Variable
 from ...graph.types import TensorType
+from .. import dims
 from ..base import as_tensor, zero_grad
 from ..composite import SymbolicOp
 from ..creation import arange
@@ -147,6 +148,7 @@ def _softmax_args(name: str, x, axis, where) -> tuple[list[Variable], tuple[int,
     return xs, axes_of(name, axis, max(v.ndim for v in xs)), dtype
 
 
+@dims.along_axis
 def softmax(x, axis=-1, where=None):
     """exp(x) / sum(exp(x)) along `axis` (default -1, the last axis; int, tuple or None), stable.
 
@@ -162,6 +164,7 @@ def softmax(x, axis=-1, where=None):
     return restore(Softmax(axes, where is not None)(*xs), dtype)
 
 
+@dims.along_axis
 def log_softmax(x, axis=-1, where=None):
     """x - logsumexp(x) along `axis` (default -1, the last axis; int, tuple or None), stable.
 
@@ -238,6 +241,7 @@ class LabelsInRange(Op):
         return [zero_grad(v) for v in inputs]
 
 
+@dims.reduction
 def softmax_cross_entropy(logits, labels, axis=-1):
     """Cross-entropy of softmax(logits) against `labels`, summed along `axis` (default -1).
 
