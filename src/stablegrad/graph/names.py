@@ -11,12 +11,14 @@ named model than for the same model written with axes.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ..errors import ShapeError
 
 Dims = tuple[str, ...]
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: how many `positional()` blocks are open (a plain int: read on every entrywise node built)
 _positional_depth = 0
@@ -27,15 +29,29 @@ def active() -> bool:
     return _positional_depth == 0
 
 
-@contextlib.contextmanager
-def positional() -> Iterator[None]:
-    """A block (or, as a decorator, a function) that builds graph by position only."""
-    global _positional_depth
-    _positional_depth += 1
-    try:
-        yield
-    finally:
+class positional:  # (lower case: it reads as a function, `with positional():`)
+    """A block (or, as a decorator, a function) that builds graph by position only.
+
+    Written out rather than with contextlib: its decorator would put a frame of the standard
+    library between the user's line and ours, and errors name the first frame outside the
+    package (`errors.user_location`).
+    """
+
+    def __enter__(self) -> None:
+        global _positional_depth
+        _positional_depth += 1
+
+    def __exit__(self, *exc) -> None:
+        global _positional_depth
         _positional_depth -= 1
+
+    def __call__(self, fn: F) -> F:
+        @functools.wraps(fn)
+        def by_position(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+
+        return by_position  # type: ignore[return-value]
 
 
 def as_dims(dims, ndim: int, op: str) -> Dims | None:
@@ -56,7 +72,7 @@ def as_dims(dims, ndim: int, op: str) -> Dims | None:
 
 def axes_of(op: str, dims: Dims | None, dim) -> tuple[int, ...]:
     """The axes of `dim` (a name or a tuple of names) in `dims`, in the order given."""
-    names = (dim,) if isinstance(dim, str) else tuple(dim)
+    names = (dim,) if isinstance(dim, str) else tuple(dim) if isinstance(dim, tuple | list) else (dim,)
     if dims is None:
         raise ShapeError(
             f"{op}: dim={dim!r} needs named dims, and the tensor has none; "

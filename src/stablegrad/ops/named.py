@@ -134,22 +134,20 @@ def expand_dim(x, dim: str, axis: int = 0):
 
 
 def isel(x, indexers: dict):
-    """x indexed by dim name: an int drops the dim, a slice or an integer array keeps it."""
+    """x indexed by dim name, each dim on its own (xarray's orthogonal indexing): an int drops
+    the dim, a slice or a 1-d integer array keeps it."""
     (x,) = as_operands(x)
     dims = _dims_of("isel", x)
-    index: list = [slice(None)] * x.ndim
-    kept = list(dims)
     for name, where in indexers.items():
         (axis,) = names.axes_of("isel", dims, name)
         rank = None if isinstance(where, slice) else (where.ndim if isinstance(where, Variable) else np.ndim(where))
         if rank is not None and rank > 1:
             raise ShapeError(f"isel: the index for {name!r} must be an int, a slice or a 1-d integer array")
-        index[axis] = where
-        if rank == 0:
-            kept.remove(name)
-    with names.positional():
-        result = getitem(x, tuple(index))
-    return labelled(result, tuple(kept))
+        with names.positional():
+            x = getitem(x, (slice(None),) * axis + (where,))
+        dims = names.without(dims, (axis,)) if rank == 0 else dims
+        x = labelled(x, dims)
+    return x
 
 
 def dot(a, b, dim=None):

@@ -199,8 +199,8 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
     op = Scan(inner, steps if not xs_vars else None, reverse, location)
     node = Apply(op, [*init_vars, *xs_vars, *consts], op.infer(*init_vars, *xs_vars, *consts), location)
     outs = node.outputs
-    final = outs[: len(carries)]
-    stacked = outs[len(carries) : len(carries) + len(ys)]
+    final = list(outs[: len(carries)])
+    stacked = list(outs[len(carries) : len(carries) + len(ys)])
     if naming:
         final = [labelled(c, v.dims) for c, v in zip(final, init_vars)]
         steps_dim = next((x.dims[0] for x in xs_vars if x.dims is not None), None)
