@@ -53,9 +53,30 @@ def build(n_states: int, sigma: float, dtype: str = "float64") -> HMM:
         return new, None
 
     final, _ = sg.scan(step, log_b[0] - float(np.log(n_states)), log_b[1:])
-    loglik = sg.logsumexp(final)
-    grads = sg.grad(loglik, [trans_logits, means])
-    inputs = [trans_logits, means, y]
+    return _compiled(n_states, sigma, [trans_logits, means, y], sg.logsumexp(final))
+
+
+def build_named(n_states: int, sigma: float, dtype: str = "float64") -> HMM:
+    """The same model with named dims: the observations over "time", the states over "state"
+    (a transition's previous state over "from"); no axis number anywhere."""
+    trans_logits = sg.tensor("trans_logits", shape=(n_states, n_states), dtype=dtype, dims=("from", "state"))
+    means = sg.tensor("means", shape=(n_states,), dtype=dtype, dims=("state",))
+    y = sg.tensor("y", shape=(None,), dtype=dtype, dims=("time",))
+    log_A = sg.log_softmax(trans_logits, dim="state")
+    z = (y - means) / sigma  # dims ("time", "state"), aligned by name
+    log_b = -0.5 * z * z - float(np.log(sigma * np.sqrt(2 * np.pi)))
+
+    def step(log_alpha, log_b_t):  # the carry's "state" is the next step's "from"
+        new = sg.logsumexp(log_alpha.rename({"state": "from"}) + log_A, dim="from") + log_b_t
+        return new, None
+
+    first = log_b.isel(time=0) - float(np.log(n_states))
+    final, _ = sg.scan(step, first, log_b.isel(time=slice(1, None)), dim="time")
+    return _compiled(n_states, sigma, [trans_logits, means, y], sg.logsumexp(final, dim="state"))
+
+
+def _compiled(n_states: int, sigma: float, inputs: list[sg.Variable], loglik: sg.Variable) -> HMM:
+    grads = sg.grad(loglik, inputs[:2])
     return HMM(n_states, sigma, sg.function(inputs, [loglik, *grads]), sg.function(inputs, loglik))
 
 

@@ -34,6 +34,17 @@ def test_hmm_example_fits_and_agrees_with_the_scaled_recursion(capsys):
     assert np.isfinite(result["loglik"])
 
 
+def test_hmm_example_named_variant_equals_the_positional_model():
+    hmm = load("hmm")
+    rng = np.random.default_rng(5)
+    logits, means, y = rng.standard_normal((3, 3)), np.array([-2.0, 0.0, 2.0]), rng.standard_normal(2000) * 3
+    positional, named = hmm.build(3, 0.5), hmm.build_named(3, 0.5)
+    got, want = named.value_and_grad(logits, means, y), positional.value_and_grad(logits, means, y)
+    assert all(np.isfinite(g).all() for g in got)
+    for g, w in zip(got, want):  # the same positional graph underneath: the same numbers
+        np.testing.assert_array_equal(g, w)
+
+
 def test_hmm_example_scaled_recursion_matches_brute_force_enumeration():
     # the example's own NumPy check, against summing over every state path of a short chain
     hmm = load("hmm")
