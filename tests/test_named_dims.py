@@ -103,6 +103,26 @@ def test_conflicting_extents_of_one_name_are_an_error():
     assert m.dims == ("i", "j") and (a - m).dims == ("i", "j")
 
 
+UNARY_STABLE = [sg.softplus, sg.sigmoid, sg.log_sigmoid, sg.logit, sg.log1mexp, sg.log_erfc, sg.log_ndtr, sg.xexpx]
+BINARY_STABLE = [sg.logaddexp, sg.logdiffexp, sg.xlogy, sg.xlog1py]
+
+
+@pytest.mark.parametrize("fn", UNARY_STABLE + BINARY_STABLE, ids=lambda f: f.__name__)
+def test_the_entrywise_stable_family_aligns_by_name(fn):
+    a = sg.tensor("a", shape=(3, 4), dims=("i", "j"))
+    b = sg.tensor("b", shape=(4, 3), dims=("j", "i"))
+    A, B = -RNG.uniform(0.1, 3, size=(3, 4)), -RNG.uniform(3, 6, size=(4, 3))  # logdiffexp: a > b
+    if fn in (sg.logit, sg.xlogy, sg.xlog1py):
+        A, B = -A / 4, -B / 7  # probabilities, and positive y
+    y = fn(a, b) if fn in BINARY_STABLE else fn(a)
+    assert y.dims == ("i", "j")
+    got = sg.function([a, b], y)(A, B)
+    p, q = sg.matrix("p", shape=(3, 4)), sg.matrix("q", shape=(3, 4))
+    want = sg.function([p, q], fn(p, q) if fn in BINARY_STABLE else fn(p))(A, B.T)
+    np.testing.assert_array_equal(got, want)
+    assert np.isfinite(got).all()
+
+
 def test_tensor_dims_are_checked():
     with pytest.raises(ShapeError, match=r"tensor: 1 dims \('a',\) for an array of 2 dimensions"):
         sg.tensor("x", shape=(2, 3), dims=("a",))

@@ -11,7 +11,7 @@ things a lower layer does need a higher one by nature:
 | `vjp` | `ops.composite`, `ops.scan` | a composite's and a loop's pullback, derived from the body | `autodiff` |
 | `pushforward` | `graph.basic.Op` | forward mode's default rule: an op's pullback, transposed | `autodiff` |
 | `run_loop` | `ops.scan.Scan.perform` | running a loop with NumPy (its body compiled for the NumPy backend) | `backends.numpy_loops` |
-| `align_dims` | `ops.base.Elementwise` | an entrywise op's named operands laid out by name (the transposes live above the base) | `ops` (`ops.named`) |
+| `align_dims` | `ops.base.Entrywise` | an entrywise op's named operands laid out by name (the transposes live above the base) | `ops` (`ops.named`) |
 | `public_api` | `backends.provenance`, `graph.numpy_protocol` | naming the `sg.` function that fixes a formula, in NaN reports; `np.exp(x)` as `sg.exp(x)` | `stablegrad` (`__init__`) |
 
 Each provider registers itself when its module is imported, and `import stablegrad` imports

@@ -109,20 +109,26 @@ class Linear:
         return [self(tangents[0], *inputs[1:])]  # type: ignore[operator]  # (mixed into Op subclasses)
 
 
-@dataclass(frozen=True)
-class Elementwise(Op):
-    """Abstract: an op applied entry by entry with NumPy broadcasting (or, in user code with
-    named operands, broadcasting by name: `graph.names`)."""
+class Entrywise:
+    """Mixin for ops that act entry by entry with NumPy broadcasting (`Elementwise`, and the
+    stable family's `softplus`, `logaddexp`, `xlogy`, ...; rewrites that commute with layout
+    ask for it).  In user code, named operands broadcast by name instead (`graph.names`): they
+    are laid out in the result's dims first, and the result carries those dims."""
 
     def __call__(self, *inputs: Variable):
         if not any(v.dims is not None for v in inputs) or not names.active():
-            return Op.__call__(self, *inputs)
-        aligned, dims = hooks.align_dims.get()(self.name, inputs)
+            return super().__call__(*inputs)  # type: ignore[misc]  # (mixed into Op subclasses)
+        aligned, dims = hooks.align_dims.get()(self.name, inputs)  # type: ignore[attr-defined]
         with names.positional():
-            result = Op.__call__(self, *aligned)
+            result = super().__call__(*aligned)  # type: ignore[misc]
         for out in result if isinstance(result, tuple) else (result,):
             out.dims = dims
         return result
+
+
+@dataclass(frozen=True)
+class Elementwise(Entrywise, Op):
+    """Abstract: an op applied entry by entry with NumPy broadcasting."""
 
     def infer(self, *inputs: Variable) -> list[TensorType]:
         shape = broadcast_shapes(*(v.type.shape for v in inputs), op=self.name)

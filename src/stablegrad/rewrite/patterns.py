@@ -5,37 +5,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.basic import Apply, Constant, Op, Variable
-from ..ops import stable
-from ..ops.base import Elementwise
+from ..ops.base import Entrywise
 from ..ops.elementwise import Add, Negative, Subtract, negative
 from ..ops.indexing import Index
 from ..ops.shape import BroadcastTo, ExpandDims, Reshape, Squeeze, Transpose
 
-#: stable ops that act entry by entry, as Elementwise ops do
-ENTRYWISE_STABLE = (
-    stable.Softplus,
-    stable.Sigmoid,
-    stable.LogSigmoid,
-    stable.Logit,
-    stable.Log1mExp,
-    stable.LogAddExp,
-    stable.LogDiffExp,
-    stable.XLogY,
-    stable.XLog1PY,
-    stable.LogErfc,
-    stable.LogNdtr,
-    stable.LogCosh,
-    stable.LogSigmoidDifference,
-    stable.ExpOfSum,
-    stable.XExpX,
-)
 #: ops that only move, drop or repeat entries: an entrywise op of one operand commutes with them
 LAYOUT = (Index, Transpose, ExpandDims, Squeeze, Reshape, BroadcastTo)
 
 
 def is_entrywise(op: Op) -> bool:
     """Whether output entry i depends on operand entry i alone (NumPy broadcasting aside)."""
-    return isinstance(op, (Elementwise, *ENTRYWISE_STABLE))
+    return isinstance(op, Entrywise)
 
 
 def is_layout(op: Op) -> bool:

@@ -16,6 +16,7 @@ from typing import ClassVar, final
 import numpy as np
 
 from ...graph.basic import Reads
+from ..base import Entrywise
 from ..composite import SymbolicOp
 from ..elementwise import greater, less, logical_and, where
 from ..math import exp
@@ -23,7 +24,7 @@ from ..math import exp
 
 @final
 @dataclass(frozen=True)
-class ExpOfSum(SymbolicOp):
+class ExpOfSum(Entrywise, SymbolicOp):
     """exp(a + b), elementwise with broadcasting, rounded as `exp(a) * exp(b)` is.
 
     Naive: `exp(a) * exp(b)` is NaN for `exp(800) * exp(-800)`; `exp(a + b)` is

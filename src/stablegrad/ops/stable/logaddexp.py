@@ -15,6 +15,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...graph.basic import READS_INPUTS, Reads
+from ..base import Entrywise
 from ..composite import SymbolicOp
 from ..elementwise import astype, equal, greater, less, maximum, where
 from ..math import exp, expm1, log, log1p
@@ -25,7 +26,7 @@ _LOG_HALF = float(np.log(0.5))
 
 @final
 @dataclass(frozen=True)
-class LogAddExp(SymbolicOp):
+class LogAddExp(Entrywise, SymbolicOp):
     """log(exp(x₁) + exp(x₂) + ...), elementwise with broadcasting (two or more operands).
 
     Naive: `log(exp(a) + exp(b))` overflows past ~709 (float64), and its gradient
@@ -86,7 +87,7 @@ def logaddexp(*xs):
 
 @final
 @dataclass(frozen=True)
-class Log1mExp(SymbolicOp):
+class Log1mExp(Entrywise, SymbolicOp):
     """log(1 - exp(x)) for x <= 0; NaN for x > 0, -inf at x = 0 (either sign of zero).
 
     Naive: `log(1 - exp(x))` is log(0) = -inf for x > -1e-16 and loses all digits
@@ -123,7 +124,7 @@ def log1mexp(x):
 
 @final
 @dataclass(frozen=True)
-class LogDiffExp(SymbolicOp):
+class LogDiffExp(Entrywise, SymbolicOp):
     """log(exp(a) - exp(b)) for a >= b; NaN for a < b, -inf at a = b.
 
     Naive: `log(exp(a) - exp(b))` overflows past ~709, cancels near a = b, and its

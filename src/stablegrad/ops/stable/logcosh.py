@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, final
 
 from ...graph.basic import READS_INPUTS
+from ..base import Entrywise
 from ..composite import SymbolicOp
 from ..elementwise import abs, where
 from ..math import exp, expm1, log1p, tanh
@@ -17,7 +18,7 @@ _LN2 = math.log(2.0)
 
 @final
 @dataclass(frozen=True)
-class LogCosh(SymbolicOp):
+class LogCosh(Entrywise, SymbolicOp):
     """log(cosh(x)).
 
     Naive: `log(cosh(x))` overflows past |x| ≈ 710 (float64; 89 in float32), and near 0

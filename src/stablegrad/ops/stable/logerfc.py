@@ -15,6 +15,7 @@ from typing import ClassVar, final
 import numpy as np
 
 from ...graph.basic import Reads, Variable
+from ..base import Entrywise
 from ..composite import SymbolicOp
 from ..elementwise import floor, maximum, minimum, square, where
 from ..math import erf, erfc, erfcx, exp, expm1, log, log1p
@@ -60,7 +61,7 @@ def log_erfc_slope(t: Variable) -> Variable:
 
 @final
 @dataclass(frozen=True)
-class LogErfc(SymbolicOp):
+class LogErfc(Entrywise, SymbolicOp):
     """log(erfc(x)).
 
     Naive: erfc(x) underflows to 0 past x ≈ 26.5 (float64; 9.2 in float32), so the

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, final
 
 from ...graph.basic import READS_INPUTS
+from ..base import Entrywise
 from ..composite import SymbolicOp
 from ..elementwise import where
 from ..math import erfcx, log, log1p
@@ -26,7 +27,7 @@ def _upper_tail(x):
 
 @final
 @dataclass(frozen=True)
-class LogNdtr(SymbolicOp):
+class LogNdtr(Entrywise, SymbolicOp):
     """log Φ(x) = log(erfc(-x/√2) / 2).
 
     Naive: `log(0.5 * erfc(-x / sqrt(2)))` is log(0) = -inf past x ≈ -38.5 (float64; -13.2

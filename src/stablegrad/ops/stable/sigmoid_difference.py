@@ -9,6 +9,7 @@ from typing import ClassVar, final
 import numpy as np
 
 from ...graph.basic import Reads
+from ..base import Entrywise
 from ..composite import SymbolicOp
 from ..elementwise import equal, isinf, less, logical_and, where
 from ..math import exp, expm1
@@ -27,7 +28,7 @@ def _inverse_expm1(d):
 
 @final
 @dataclass(frozen=True)
-class LogSigmoidDifference(SymbolicOp):
+class LogSigmoidDifference(Entrywise, SymbolicOp):
     """log(σ(a) - σ(b)), elementwise with broadcasting; NaN where a < b, -inf where a = b.
 
     Naive: σ(a) - σ(b) cancels where both are near 1 (a, b > 37: 1 - 1 = 0, so log(0)), and

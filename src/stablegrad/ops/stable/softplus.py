@@ -14,6 +14,7 @@ from typing import ClassVar, final
 import numpy as np
 
 from ...graph.basic import READS_INPUTS, Reads
+from ..base import Entrywise
 from ..composite import SymbolicOp
 from ..elementwise import abs, greater_equal, less_equal, logical_and, maximum, minimum, where
 from ..math import exp, log, log1p
@@ -22,7 +23,7 @@ from ._common import promote, restore
 
 @final
 @dataclass(frozen=True)
-class Softplus(SymbolicOp):
+class Softplus(Entrywise, SymbolicOp):
     """log(1 + exp(x)).
 
     Naive: `log(1 + exp(x))` overflows past ~709 (float64) and rounds to 0 below
@@ -44,7 +45,7 @@ class Softplus(SymbolicOp):
 
 @final
 @dataclass(frozen=True)
-class Sigmoid(SymbolicOp):
+class Sigmoid(Entrywise, SymbolicOp):
     """1 / (1 + exp(-x)) (scipy.special.expit).
 
     Naive: `1 / (1 + exp(-x))` overflows exp(-x) below ~-709, and the textbook
@@ -70,7 +71,7 @@ class Sigmoid(SymbolicOp):
 
 @final
 @dataclass(frozen=True)
-class LogSigmoid(SymbolicOp):
+class LogSigmoid(Entrywise, SymbolicOp):
     """log(sigmoid(x)) = -softplus(-x) (scipy.special.log_expit).
 
     Naive: `log(1 / (1 + exp(-x)))` is log(0) = -inf below ~-709 and rounds to 0
@@ -91,7 +92,7 @@ class LogSigmoid(SymbolicOp):
 
 @final
 @dataclass(frozen=True)
-class Logit(SymbolicOp):
+class Logit(Entrywise, SymbolicOp):
     """log(p / (1 - p)) (scipy.special.logit); NaN outside [0, 1], ∓inf at 0 and 1.
 
     Naive: `log(p / (1 - p))` cancels near p = 1/2 (where logit is near 0).

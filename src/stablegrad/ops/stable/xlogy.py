@@ -14,6 +14,7 @@ from typing import ClassVar, final
 import numpy as np
 
 from ...graph.basic import READS_INPUTS
+from ..base import Entrywise
 from ..composite import SymbolicOp
 from ..elementwise import equal, isnan, logical_and, where
 from ..gradient_mask import masked_gradient
@@ -23,7 +24,7 @@ from ._common import promote, restore
 
 @final
 @dataclass(frozen=True)
-class XLogY(SymbolicOp):
+class XLogY(Entrywise, SymbolicOp):
     """x · log(y), 0 where x = 0 for every y but NaN (scipy.special.xlogy).
 
     Naive: `x * log(y)` is 0 · -inf = NaN at x = 0, y = 0.
@@ -47,7 +48,7 @@ class XLogY(SymbolicOp):
 
 @final
 @dataclass(frozen=True)
-class XLog1PY(SymbolicOp):
+class XLog1PY(Entrywise, SymbolicOp):
     """x · log1p(y), 0 where x = 0 for every y but NaN (scipy.special.xlog1py).
 
     Naive: `x * log1p(y)` is 0 · -inf = NaN at x = 0, y = -1, and `x * log(1 + y)`
@@ -71,7 +72,7 @@ class XLog1PY(SymbolicOp):
 
 @final
 @dataclass(frozen=True)
-class XExpX(SymbolicOp):
+class XExpX(Entrywise, SymbolicOp):
     """x · exp(x), 0 at x = -inf (its limit): the expectation term `p · log p` written in log space.
 
     Naive: `lp * exp(lp)` is -inf · 0 = NaN at lp = -inf (a category of probability 0), and
