@@ -11,6 +11,8 @@ import importlib.util
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stablegrad as sg
 from stablegrad.errors import InputError, ShapeError
@@ -72,6 +74,49 @@ def test_operands_align_by_name_not_position():
     np.testing.assert_array_equal(got[3], D[:, None] / C)
 
 
+EXTENTS = {"a": 2, "b": 3, "c": 1, "d": 4}
+DIM_LISTS = st.lists(st.sampled_from(sorted(EXTENTS)), unique=True, max_size=4)
+
+
+def _named(name: str, dims: list[str]):
+    return sg.tensor(name, shape=[EXTENTS[d] for d in dims], dims=dims), RNG.normal(size=[EXTENTS[d] for d in dims])
+
+
+ENTRYWISE_PAIRS = [
+    (sg.add, np.add),
+    (sg.subtract, np.subtract),
+    (sg.multiply, np.multiply),
+    (sg.logaddexp, np.logaddexp),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(DIM_LISTS, DIM_LISTS, st.sampled_from(ENTRYWISE_PAIRS))
+def test_alignment_agrees_with_xarray(dims_a, dims_b, ops):
+    xr = pytest.importorskip("xarray")
+    (a, A), (b, B) = _named("a", dims_a), _named("b", dims_b)
+    ours, numpy_op = ops
+    y = ours(a, b)
+    expected = xr.apply_ufunc(numpy_op, xr.DataArray(A, dims=dims_a), xr.DataArray(B, dims=dims_b))
+    assert sorted(y.dims) == sorted(expected.dims)
+    # (logaddexp: ours and NumPy's round differently, a few ulp of 1 where the result is near 0)
+    np.testing.assert_allclose(sg.function([a, b], y)(A, B), expected.transpose(*y.dims).values, rtol=1e-15, atol=1e-15)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations(sorted(EXTENTS)), st.sampled_from(sorted(EXTENTS)), st.booleans())
+def test_a_reduction_by_name_does_not_depend_on_the_layout(order, dim, keepdims):
+    xr = pytest.importorskip("xarray")
+    special = pytest.importorskip("scipy.special")
+    x, X = _named("x", sorted(EXTENTS))
+    y = sg.logsumexp(x.transpose(*order), dim=dim, keepdims=keepdims)
+    got = sg.function([x], y)(X * 300)
+    reference = xr.DataArray(X * 300, dims=sorted(EXTENTS)).reduce(special.logsumexp, dim=dim)
+    if keepdims:
+        reference = reference.expand_dims(dim)
+    np.testing.assert_allclose(got, reference.transpose(*y.dims).values, rtol=1e-15)
+
+
 def test_unnamed_operands_broadcast_by_position_where_that_is_unambiguous():
     a = sg.tensor("a", shape=(3, 4), dims=("i", "j"))
     assert (a * 2.0).dims == ("i", "j")
@@ -121,6 +166,27 @@ def test_the_entrywise_stable_family_aligns_by_name(fn):
     want = sg.function([p, q], fn(p, q) if fn in BINARY_STABLE else fn(p))(A, B.T)
     np.testing.assert_array_equal(got, want)
     assert np.isfinite(got).all()
+
+
+def test_compiling_in_another_thread_leaves_names_on_here():
+    import threading
+
+    x, w = named_inputs()
+    inside, release = threading.Event(), threading.Event()
+
+    def slow_library_code():
+        with sg.graph.names.positional():
+            inside.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=slow_library_code)
+    worker.start()
+    inside.wait(5)
+    try:
+        assert (w + x).dims == ("class", "batch")  # aligned, though the other thread is positional
+    finally:
+        release.set()
+        worker.join()
 
 
 def test_tensor_dims_are_checked():

@@ -11,6 +11,7 @@ named model than for the same model written with axes.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -20,13 +21,14 @@ from ..errors import ShapeError
 Dims = tuple[str, ...]
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: how many `positional()` blocks are open (a plain int: read on every entrywise node built)
-_positional_depth = 0
+#: how many `positional()` blocks are open, per thread (and task): a compile in one thread must
+#: not switch names off for the user code another thread runs
+_positional_depth: contextvars.ContextVar[int] = contextvars.ContextVar("positional_depth", default=0)
 
 
 def active() -> bool:
     """Whether names are honoured here (user code), rather than ignored (library internals)."""
-    return _positional_depth == 0
+    return _positional_depth.get() == 0
 
 
 class positional:  # (lower case: it reads as a function, `with positional():`)
@@ -38,12 +40,10 @@ class positional:  # (lower case: it reads as a function, `with positional():`)
     """
 
     def __enter__(self) -> None:
-        global _positional_depth
-        _positional_depth += 1
+        _positional_depth.set(_positional_depth.get() + 1)
 
     def __exit__(self, *exc) -> None:
-        global _positional_depth
-        _positional_depth -= 1
+        _positional_depth.set(_positional_depth.get() - 1)
 
     def __call__(self, fn: F) -> F:
         @functools.wraps(fn)
