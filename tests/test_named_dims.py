@@ -403,6 +403,9 @@ def test_a_carry_that_comes_back_transposed_is_laid_out_as_init():
     np.testing.assert_allclose(sg.function([c0, xs], last)(C, X), C + X.sum(axis=0).T, rtol=1e-14)
     with pytest.raises(sg.StableGradError, match=r"scan: dims \('a', 'c'\) where \('a', 'b'\) were expected"):
         sg.scan(lambda c, x: (c.rename({"b": "c"}), None), c0, xs)
+    with pytest.raises(ShapeError, match=r"scan \(a stacked output\): repeated dim in \('t', 't', 'a'\)"):
+        sg.scan(lambda c, x: (c, x.rename({"b": "t"})), c0, xs)
+    assert sg.scan(lambda c, x: (c, sg.sum(x)), c0, xs)[1].dims == ("t",)
     with pytest.raises(ShapeError, match="scan: no dim 'time'"):
         sg.scan(lambda c, x: (c, None), c0, xs, dim="time")
 

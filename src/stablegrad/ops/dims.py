@@ -50,8 +50,6 @@ def _with_dim(fn: Callable, keeps_shape: bool) -> Callable[..., Any]:  # (its si
         if dim is not None:
             if bound.arguments.get("axis") is not None:
                 raise ShapeError(f"{op}: give axis= or dim=, not both")
-            if not names.active():
-                raise ShapeError(f"{op}: dim= is for user code; library code passes axis=")
             axes = names.axes_of(op, getattr(x, "dims", None), dim)
             bound.arguments["axis"] = axes[0] if isinstance(dim, str) else axes
         with names.positional():

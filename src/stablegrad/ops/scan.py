@@ -204,7 +204,12 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
     if naming:
         final = [labelled(c, v.dims) for c, v in zip(final, init_vars)]
         steps_dim = next((x.dims[0] for x in xs_vars if x.dims is not None), None)
-        stacked = [labelled(s, (steps_dim, *y.dims)) if steps_dim and y.dims else s for s, y in zip(stacked, ys)]
+        stacked = [
+            labelled(s, names.as_dims((steps_dim, *y.dims), s.ndim, "scan (a stacked output)"))
+            if steps_dim and y.dims is not None
+            else s
+            for s, y in zip(stacked, ys)
+        ]
     final_out = tuple(final) if carry_is_tuple else final[0]
     ys_out = (tuple(stacked) if ys_is_tuple else stacked[0]) if y is not None else None
     return final_out, ys_out
