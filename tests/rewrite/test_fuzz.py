@@ -24,6 +24,7 @@ sets how many graphs a round draws (the default: a fixed round in well under a m
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import signal
@@ -139,6 +140,14 @@ PIECES = [
         lambda x, c: _sum(sg.where(x > c(0.0), sg.exp(x), c(0.0))) / _sum(sg.exp(x)),
     ),
     Piece("log(sigmoid(x) + c * sigmoid(-x))", lambda x, c: sg.log(sg.sigmoid(x) + c(0.5) * sg.sigmoid(-x))),
+    Piece("log((c + x) / (c - x))", lambda x, c: sg.log((c(1.0) + x) / (c(1.0) - x))),
+    Piece("exp(x) - exp(-x)", lambda x, c: sg.exp(x) - sg.exp(-x)),
+    Piece("exp(x) + c / exp(x)", lambda x, c: sg.exp(x) + c(1.0) / sg.exp(x)),
+    Piece("(exp(x) - exp(-x)) / (exp(x) + exp(-x))", lambda x, c: (sg.exp(x) - sg.exp(-x)) / (sg.exp(x) + sg.exp(-x))),
+    Piece("c2 / (c + exp(-c2 * x)) - c", lambda x, c: c(2.0) / (c(1.0) + sg.exp(-c(2.0) * x)) - c(1.0)),
+    Piece("log(exp(x) - exp(-x))", lambda x, c: sg.log(sg.exp(x) - sg.exp(-x))),
+    Piece("log(exp(x) + exp(-x))", lambda x, c: sg.log(sg.exp(x) + sg.exp(-x))),
+    Piece("exp(x) / (exp(x) + exp(c - x))", lambda x, c: sg.exp(x) / (sg.exp(x) + sg.exp(c(0.5) - x))),
     # (the erf-complement, normal-CDF-from-erf and sigmoid-difference identities are tested in
     # test_identities: their exact values, 1 + erf(-30) say, need more digits than the reference has)
     # (not here: `x * exp(x)` and `x * log(y)`, whose rules take the limit 0 of -inf · 0 by design,
@@ -161,6 +170,11 @@ PIECES = [
     Piece("where(x > c, x * log(x), c)", lambda x, c: sg.where(x > c(0.0), x * sg.log(x), c(0.0))),
     Piece("where(x != c, x * log(x), c2)", lambda x, c: sg.where(x != c(0.0), x * sg.log(x), c(1.0))),
     Piece("log(exp(x) @ M + c)", lambda x, c: _sum(sg.log(sg.exp(_widened(x)) @ _matrix(x, TRANSITIONS) + c(1.0)))),
+    Piece("log((c + x) / (c2 - x))", lambda x, c: sg.log((c(1.0) + x) / (c(2.0) - x))),
+    Piece("exp(x) - exp(c * x)", lambda x, c: sg.exp(x) - sg.exp(c(-2.0) * x)),
+    Piece("c2 / (c + exp(-c2 * x)) - c3", lambda x, c: c(2.0) / (c(1.0) + sg.exp(-c(2.0) * x)) - c(0.5)),
+    Piece("log(c * sinh(x))", lambda x, c: sg.log(c(2.5) * sg.sinh(x))),
+    Piece("exp(x) / (exp(c) + exp(-x))", lambda x, c: sg.exp(x) / (sg.exp(c(0.5)) + sg.exp(-x))),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]
@@ -277,7 +291,24 @@ def check(case: Case, backend: str = "numpy") -> None:
         # (domain is the value's: an exactly-NaN gradient where the value is a number comes from 0 · NaN
         # in a branch not taken, as in where(x > 0, log(x), 0), and 0 is the better answer there)
         takes_limits = limits or label == "gradient"
-        _compare(label, g, n, e, where, takes_limits, nan_allowed, case.precision, backend == "jax", lim)
+        compare = functools.partial(_compare, label, g, n, e, where, takes_limits, nan_allowed, case.precision)
+        try:
+            compare(backend == "jax", lim)
+        except AssertionError:
+            if label != "gradient":
+                raise
+            # held to the conditioning instead: what rounding the input by an ulp does to the exact
+            # gradient (where terms of size e^x cancel to 0 at a tie, rounding of their order is
+            # the answer's uncertainty, and a floor of 1 does not cover it)
+            wobbled = _reference(x, written[1:], _one_ulp_off(case.values))[0]
+            compare(backend == "jax", lim, conditioning=np.abs(wobbled - e))
+
+
+def _one_ulp_off(values: np.ndarray) -> np.ndarray:
+    """values moved by one ulp, up and down in turn (so that a tie is broken, not kept)."""
+    step = np.where(np.indices(values.shape).sum(axis=0) % 2 == 0, np.inf, -np.inf)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(values), np.nextafter(values, step.astype(values.dtype)), values)
 
 
 class _TooCostly(Exception):
@@ -321,6 +352,7 @@ def _compare(
     precision: np.dtype,
     flushes: bool,
     limit=None,
+    conditioning=0.0,
 ) -> None:
     """`limits`: the input has an inf or NaN, so an exact NaN may be an indeterminate form (inf/inf,
     0·NaN in a branch not taken) whose limit the recognised formula takes; with finite inputs an
@@ -329,7 +361,8 @@ def _compare(
     `precision`: the least precise float the formula computes in (float32 pieces of a float64
     result round as float32).  `flushes`: the backend flushes subnormal numbers to zero (XLA on
     CPU), an error below `tiny`.  `limit`: for an infinite input, the exact value at the largest
-    finite number instead, which the recognised value may match instead."""
+    finite number instead, which the recognised value may match instead.  `conditioning`: an error
+    the answer's own conditioning allows on top (see `check`)."""
     info = np.finfo(got.dtype)
     eps = max(info.eps, np.finfo(precision).eps)
     e = np.broadcast_to(exact, got.shape)
@@ -351,6 +384,7 @@ def _compare(
     # cancels) rounding of the order of the terms is the conditioning, not an error
     scale = np.maximum(np.abs(e), 1.0)
     slack = ULPS * eps * np.maximum(scale, info.tiny) + (info.tiny if flushes else 4 * info.smallest_subnormal)
+    slack = slack + np.where(np.isfinite(conditioning), conditioning, 0.0)
     error = np.abs(np.where(representable, got, 0.0) - np.where(representable, e, 0.0))
     # no worse than written, and accurate where the written formula overflows (or left as written: a gap)
     ok = (error <= allowed + slack) | (got_nan & nan_allowed) | (~np.isfinite(got) & ~np.isfinite(naive))

@@ -1,4 +1,4 @@
-"""The identity rules (rewrite/identities.py): each fires on its pattern, is named by
+"""The identity rules (rewrite/identities.py, rewrite/exponentials.py): each fires on its pattern, is named by
 `explain`, agrees in value and gradient with the formula as written evaluated exactly
 (mpmath, float64 and float32), keeps the written domain at the edges, fires inside user
 composites and loop bodies, and leaves its near misses alone."""
@@ -84,6 +84,10 @@ NEGATIVE = (-800.0, -40.0, -3.0, -0.5, -1e-10, -1e-300)
 NEGATIVE32 = (-100.0, -10.0, -0.5, -1e-5, -1e-30)
 PAIRS = ((50.0, 45.0), (-40.0, -45.0), (3.0, -3.0), (800.0, 799.0), (-800.0, -801.0), (1e-8, -1e-8), (40.0, 39.0))
 PAIRS32 = ((20.0, 15.0), (-40.0, -45.0), (3.0, -3.0), (800.0, 799.0), (-80.0, -81.0), (1e-4, -1e-4), (17.0, 16.0))
+RATIO = (-0.9999999, -0.5, -1e-10, 0.0, 1e-20, 1e-8, 0.3, 0.999999999)
+RATIO32 = (-0.999, -0.5, -1e-6, 0.0, 1e-20, 0.25, 0.999)
+POSITIVE = (1e-300, 1e-20, 1e-10, 0.5, 3.0, 40.0, 700.0, 800.0)
+POSITIVE32 = (1e-30, 1e-6, 0.5, 3.0, 40.0, 100.0)
 RULE_ERFC = "erfc_from_one_plus_erf"
 RULE_NDTR = "log_ndtr_from_log_of_half_erfc"
 
@@ -327,6 +331,93 @@ CASES = [
         lambda a, b: sg.log(1.0 / (1.0 + sg.exp(-a)) - 1.0 / (2.0 + sg.exp(-b))),
         arity=2,
     ),
+    # -- rewrite/exponentials.py
+    Case(
+        "log((1 + x) / (1 - x))",
+        "log1p_difference_from_log_of_ratio",
+        lambda x: sg.log((1.0 + x) / (1.0 - x)),
+        lambda x, k: _log((1 + x) / (1 - x)),
+        RATIO,
+        RATIO32,
+        lambda x: sg.log((1.0 + x) / (1.0 - 2.0 * x)),
+    ),
+    Case(
+        "log((1 - x) / (x + 1))",
+        "log1p_difference_from_log_of_ratio",
+        lambda x: sg.log((1.0 - x) / (x + 1.0)),
+        lambda x, k: _log((1 - x) / (x + 1)),
+        RATIO,
+        RATIO32,
+        lambda x: sg.log((1.0 - x) / (x + 2.0)),
+    ),
+    Case(
+        "exp(x) - exp(-x)",
+        "hyperbolic_from_opposite_exponentials",
+        lambda x: sg.exp(x) - sg.exp(-x),
+        lambda x, k: mp.exp(x) - mp.exp(-x),
+        (-700.0, -20.0, -1.0, -1e-10, 0.0, 1e-20, 0.5, 30.0, 709.0),
+        (-80.0, -10.0, -1.0, -1e-6, 0.0, 1e-20, 3.0, 80.0),
+        lambda x: sg.exp(x) - sg.exp(-2.0 * x),
+    ),
+    Case(
+        "exp(x) - 1 / exp(x)",
+        "hyperbolic_from_opposite_exponentials",
+        lambda x: sg.exp(x) - 1.0 / sg.exp(x),
+        lambda x, k: mp.exp(x) - 1 / mp.exp(x),
+        (-700.0, -1.0, -1e-10, 0.0, 1e-20, 0.5, 709.0),
+        (-80.0, -1.0, -1e-6, 0.0, 1e-20, 3.0, 80.0),
+        lambda x: sg.exp(x) - 2.0 / sg.exp(x),
+    ),
+    Case(
+        "tanh from exponentials",
+        "tanh_from_quotient",
+        lambda x: (sg.exp(x) - sg.exp(-x)) / (sg.exp(x) + sg.exp(-x)),
+        lambda x, k: (mp.exp(x) - mp.exp(-x)) / (mp.exp(x) + mp.exp(-x)),
+        LINE,
+        LINE32,
+        lambda x: (sg.exp(x) - sg.exp(-2.0 * x)) / (sg.exp(x) + sg.exp(-x)),
+        (-1.0, 1.0),
+    ),
+    Case(
+        "2 / (1 + exp(-2x)) - 1",
+        "tanh_from_shifted_sigmoid",
+        lambda x: 2.0 / (1.0 + sg.exp(-2.0 * x)) - 1.0,
+        lambda x, k: 2 / (1 + mp.exp(-2 * x)) - 1,
+        LINE,
+        LINE32,
+        lambda x: 2.0 / (1.0 + sg.exp(-2.0 * x)) - 0.5,
+        (-1.0, 1.0),
+    ),
+    Case(
+        "log(exp(x) - exp(-x))",
+        "log_of_twice_hyperbolic",
+        lambda x: sg.log(sg.exp(x) - sg.exp(-x)),
+        lambda x, k: _log(mp.exp(x) - mp.exp(-x)),
+        POSITIVE,
+        POSITIVE32,
+        lambda x: sg.log(2.5 * sg.sinh(x)),
+        (NAN, INF),
+    ),
+    Case(
+        "log(exp(x) + exp(-x))",
+        "log_of_twice_hyperbolic",
+        lambda x: sg.log(sg.exp(x) + sg.exp(-x)),
+        lambda x, k: _log(mp.exp(x) + mp.exp(-x)),
+        LINE,
+        LINE32,
+        lambda x: sg.log(2.5 * sg.cosh(x)),
+        (INF, INF),
+    ),
+    Case(
+        "exp(a) / (exp(a) + exp(b))",
+        "sigmoid_from_two_term_softmax",
+        lambda a, b: sg.exp(a) / (sg.exp(a) + sg.exp(b)),
+        lambda a, b, k: mp.exp(a) / (mp.exp(a) + mp.exp(b)),
+        PAIRS,
+        PAIRS32,
+        lambda a, b: sg.exp(a) / (sg.exp(b) + sg.exp(-b)),
+        arity=2,
+    ),
     Case(
         "exp(log_sigmoid)",
         "primitive_from_exp_of_its_log",
@@ -462,7 +553,10 @@ def _limits(case: Case) -> tuple[float, float]:
     return tuple(_exact(case, "float64", [s * 1e300])[0] for s in (-1.0, 1.0))  # type: ignore[return-value]
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.arity == 2], ids=[c.name for c in CASES if c.arity == 2])
+DIFFERENCES = [c for c in CASES if c.rule == "log_sigmoid_difference_from_naive"]
+
+
+@pytest.mark.parametrize("case", DIFFERENCES, ids=[c.name for c in DIFFERENCES])
 def test_edges_of_two_operands(case):
     a = np.array([INF, 0.0, INF, 1.0, 1.0, NAN, 1e-300, 0.0, 1e300, -INF])
     b = np.array([0.0, -INF, -INF, 1.0, 2.0, 0.0, -1e-300, 0.0, -1e300, -INF])
@@ -475,6 +569,23 @@ def test_edges_of_two_operands(case):
     np.testing.assert_array_equal(np.isnan(value), np.isnan(written))  # NaN exactly where written
     assert ga[3] == INF and gb[3] == -INF  # a = b: as the written formula's σ'(a) / 0
     assert np.isnan(ga[4]) and np.isnan(gb[4])
+
+
+def test_edges_of_the_two_term_softmax():
+    a, b = sg.vector("a"), sg.vector("b")
+    y = sg.exp(a) / (sg.exp(a) + sg.exp(b))
+    f = sg.function([a, b], [y, *sg.grad(sg.sum(y), [a, b])])
+    pa = np.array([INF, -INF, 800.0, -800.0, 0.0, NAN, -INF, 1e300])
+    pb = np.array([0.0, 0.0, 800.0, -800.0, -INF, 0.0, -INF, -1e300])
+    with np.errstate(all="ignore"):
+        value, ga, gb = f(pa, pb)
+        written = sg.function([a, b], y, recognition=False)(pa, pb)
+    np.testing.assert_array_equal(value[:5], [1.0, 0.0, 0.5, 0.5, 1.0])  # written: NaN, 0, NaN, NaN, 1
+    assert np.isnan(written[2]) and np.isnan(written[3])
+    assert np.isnan(value[5]) and np.isnan(value[6])  # NaN in, and -inf - -inf: NaN as written (0/0)
+    assert value[7] == 1.0 and ga[7] == 0.0 and gb[7] == 0.0
+    np.testing.assert_array_equal(ga[2:4], [0.25, 0.25])
+    np.testing.assert_array_equal(gb[2:4], [-0.25, -0.25])
 
 
 # -- inside user composites and loop bodies ---------------------------------------------------------------------

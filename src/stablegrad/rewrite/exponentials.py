@@ -1,0 +1,216 @@
+"""Identities of the exp/log family that remove a cancellation the written formula makes:
+
+- the log of the atanh ratio: `log((1 + x) / (1 - x))` is `log1p(x) - log1p(-x)`;
+- opposite exponentials: `exp(x) - exp(-x)` is `2·sinh(x)`, `exp(x) + exp(-x)` is
+  `2·cosh(x)`, their quotient `tanh(x)`, `2·sigmoid(2x) - 1` is `tanh(x)` too, and the logs
+  of the first two are `logdiffexp(x, -x)` and `logaddexp(x, -x)`;
+- the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`.
+
+Herbie's benchmark suite has each of them (its atanh, hyperbolic and logistic benchmarks).
+Every rule keeps the written formula's domain (NaN stays NaN) and fires only on the exact
+constants it names.  They run in the STABILIZE phase after identities.RULES and chain with
+them (a replacement is rewritten again).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.basic import Apply, Variable
+from ..ops import stable
+from ..ops.elementwise import Add, Divide, Multiply, Reciprocal, Subtract
+from ..ops.math import Cosh, Exp, Log, Sinh, cosh, log1p, sinh, tanh
+from .engine import Kind, Phase, rewrite
+from .patterns import constant_value, entrywise_operand, fits, is_constant, is_negation, negate, owner
+
+_S = Phase.STABILIZE
+_REC = Kind.RECOGNITION
+
+
+# -- the log of a ratio near one ------------------------------------------------------------------------
+def _one_plus(v: Variable) -> tuple[int, Variable] | None:
+    """(s, t) for v = 1 + s·t with s = ±1: `1 + t`, `t + 1`, `1 - t`."""
+    total = owner(v, Add)
+    if total is not None:
+        for one, t in (total.inputs, total.inputs[::-1]):
+            if is_constant(one, 1.0):
+                return 1, t
+    difference = owner(v, Subtract)
+    if difference is not None and is_constant(difference.inputs[0], 1.0):
+        return -1, difference.inputs[1]
+    return None
+
+
+@rewrite(_S, _REC, Log)
+def log1p_difference_from_log_of_ratio(node):
+    """log((1 + x) / (1 - x)) → log1p(x) - log1p(-x), and log((1 - x) / (1 + x)) → log1p(-x) - log1p(x)
+    (`x + 1` and `1 + x` alike): the log of the Fisher/atanh ratio.
+
+    Written, the ratio rounds 1 ± x, so for |x| below a few ulps the log is of 1 exactly (0, or
+    a multiple of 2⁻⁵²) where the answer is about 2x. Fires only where both sides hold the same
+    x with opposite signs: then the ratio is negative exactly where one log1p is NaN (|x| > 1),
+    and ±inf at x = ±1 as written. `log((1 + a) / (1 + b))` for other a, b must not fire: both
+    sides negative make the written ratio positive where log1p(a) is NaN.
+    """
+    ratio = owner(node.inputs[0], Divide)
+    if ratio is None:
+        return None
+    top, bottom = _one_plus(ratio.inputs[0]), _one_plus(ratio.inputs[1])
+    if top is None or bottom is None or top[1] is not bottom[1] or top[0] != -bottom[0]:
+        return None
+    x = top[1]
+    signed = x if top[0] == 1 else negate(x)
+    return fits(log1p(signed) - log1p(negate(signed)), node)
+
+
+# -- opposite exponentials ----------------------------------------------------------------------------
+def _exp_argument(v: Variable) -> Variable | None:
+    return entrywise_operand(v, Exp)
+
+
+def _reciprocal_exp_argument(v: Variable) -> Variable | None:
+    """u for v = 1 / exp(u) (as `1 / exp(u)` or `reciprocal(exp(u))`)."""
+    inverse = owner(v, Reciprocal)
+    if inverse is not None:
+        return _exp_argument(inverse.inputs[0])
+    quotient = owner(v, Divide)
+    if quotient is not None and is_constant(quotient.inputs[0], 1.0):
+        return _exp_argument(quotient.inputs[1])
+    return None
+
+
+def _opposite(u: Variable, v: Variable) -> bool:
+    """v = -u, as `-u` or `0 - u` (or u = -v)."""
+    if is_negation(u, v):
+        return True
+    for p, q in ((u, v), (v, u)):
+        difference = owner(q, Subtract)
+        if difference is not None and is_constant(difference.inputs[0], 0.0) and difference.inputs[1] is p:
+            return True
+    return False
+
+
+def _exp_pair(node: Apply) -> Variable | None:
+    """u for node's operands exp(u) and exp(-u) (or 1 / exp(u)) in this order, else None."""
+    a, b = node.inputs
+    u, v = _exp_argument(a), _exp_argument(b)
+    if u is not None and v is not None and _opposite(u, v):
+        return u
+    if u is not None and _reciprocal_exp_argument(b) is u:
+        return u
+    return None
+
+
+@rewrite(_S, _REC, Subtract, Add)
+def hyperbolic_from_opposite_exponentials(node):
+    """exp(x) - exp(-x) → 2·sinh(x); exp(x) + exp(-x) → 2·cosh(x) (also `exp(x) - 1 / exp(x)`,
+    `exp(0 - x)`).
+
+    Written, the difference cancels for |x| small: it is 0 below x ≈ 1e-16 and loses every
+    digit near there, where sinh keeps the relative accuracy (2x). The sum is as accurate
+    either way, but as cosh it meets `tanh_from_quotient` and the log rule below. Both
+    overflow at the same x. `c·exp(x) - exp(-x)` for c ≠ 1 must not fire.
+    """
+    u = _exp_pair(node)
+    if u is None:
+        return None
+    return fits(2.0 * (sinh(u) if isinstance(node.op, Subtract) else cosh(u)), node)
+
+
+def _scaled_hyperbolic(v: Variable, op_class: type) -> tuple[float, Variable] | None:
+    """(c, x) for v = c·f(x), f the hyperbolic function `op_class`, c a constant (1 if absent)."""
+    direct = owner(v, op_class)
+    if direct is not None:
+        return 1.0, direct.inputs[0]
+    product = owner(v, Multiply)
+    if product is not None:
+        for c, f in (product.inputs, product.inputs[::-1]):
+            inner, value = owner(f, op_class), constant_value(c)
+            if inner is not None and value is not None:
+                return value, inner.inputs[0]
+    return None
+
+
+@rewrite(_S, _REC, Divide)
+def tanh_from_quotient(node):
+    """c·sinh(x) / (d·cosh(x)) → (c/d)·tanh(x), so (exp(x) - exp(-x)) / (exp(x) + exp(-x)) → tanh(x).
+
+    Written with exponentials, the quotient is inf/inf = NaN past x ≈ 710 and cancels near 0;
+    with sinh/cosh, the quotient is NaN past x ≈ 710 as well. tanh is 1 there. Fires only for
+    the same x above and below.
+    """
+    top, bottom = _scaled_hyperbolic(node.inputs[0], Sinh), _scaled_hyperbolic(node.inputs[1], Cosh)
+    if top is None or bottom is None or top[1] is not bottom[1] or bottom[0] == 0:
+        return None
+    ratio = top[0] / bottom[0]
+    t = tanh(top[1])
+    return fits(t if ratio == 1.0 else ratio * t, node)
+
+
+@rewrite(_S, _REC, Subtract, Add)
+def tanh_from_shifted_sigmoid(node):
+    """2·sigmoid(2x) - 1 → tanh(x) (so 2 / (1 + exp(-2x)) - 1, the logistic form of tanh; also
+    `-1 + 2·sigmoid(2x)`).
+
+    Written, the difference cancels near x = 0: relative error about 2⁻⁵³/|x|, all digits gone
+    below x ≈ 1e-16, where tanh(x) ≈ x. Fires only for the constants 2 and ±1 exactly (2·y
+    halves exactly, barring subnormals, where tanh(y/2) is y/2 either way).
+    """
+    a, b = node.inputs
+    minus_one = -1.0 if isinstance(node.op, Add) else 1.0
+    for s, one in ((a, b), (b, a)) if isinstance(node.op, Add) else ((a, b),):
+        scaled = _scaled_hyperbolic(s, stable.Sigmoid)
+        if scaled is not None and scaled[0] == 2.0 and is_constant(one, minus_one):
+            return fits(tanh(scaled[1] / 2.0), node)
+    return None
+
+
+@rewrite(_S, _REC, Log)
+def log_of_twice_hyperbolic(node):
+    """log(2·sinh(x)) → logdiffexp(x, -x); log(2·cosh(x)) → log(2) + log_cosh(x): what
+    `log(exp(x) ∓ exp(-x))` becomes once the opposite exponentials are sinh/cosh.
+
+    Written, 2·sinh(x) and 2·cosh(x) overflow past x ≈ 710 where their logs are about |x|.
+    (Not logaddexp(x, -x) for the cosh: its gradient σ(2x) - σ(-2x) cancels near 0, where
+    log_cosh's is tanh(x).) Fires only for the factor 2 (the written sum of exponentials);
+    log(sinh(x)) alone stays as written.
+    """
+    sinh_of = _scaled_hyperbolic(node.inputs[0], Sinh)
+    if sinh_of is not None and sinh_of[0] == 2.0:
+        x = sinh_of[1]
+        return fits(stable.logdiffexp(x, negate(x)), node)
+    cosh_of = _scaled_hyperbolic(node.inputs[0], Cosh)
+    if cosh_of is not None and cosh_of[0] == 2.0:
+        return fits(float(np.log(2.0)) + stable.log_cosh(cosh_of[1]), node)
+    return None
+
+
+# -- two-term softmax ---------------------------------------------------------------------------------
+@rewrite(_S, _REC, Divide)
+def sigmoid_from_two_term_softmax(node):
+    """exp(a) / (exp(a) + exp(b)) → sigmoid(a - b) (either order of the sum).
+
+    Written, both exponentials overflow past 709 (inf/inf = NaN) or underflow below -745 (0/0)
+    where the answer is a number in [0, 1]. Fires only where the numerator's exponential is one
+    of the two terms (the same node).
+    """
+    a = _exp_argument(node.inputs[0])
+    total = owner(node.inputs[1], Add)
+    if a is None or total is None:
+        return None
+    for first, second in (total.inputs, total.inputs[::-1]):
+        if _exp_argument(first) is a:
+            b = _exp_argument(second)
+            if b is not None:
+                return fits(stable.sigmoid(a - b), node)
+    return None
+
+
+RULES = (
+    log1p_difference_from_log_of_ratio,
+    hyperbolic_from_opposite_exponentials,
+    tanh_from_quotient,
+    tanh_from_shifted_sigmoid,
+    log_of_twice_hyperbolic,
+    sigmoid_from_two_term_softmax,
+)
