@@ -148,6 +148,7 @@ def _representative_graphs():
         # math and special functions
         sg.exp(a), sg.exp2(a), sg.expm1(a), sg.log(a), sg.log2(a), sg.log10(a), sg.log1p(a),
         sg.sin(a), sg.cos(a), sg.tan(a), sg.tanh(a), sg.sinh(a), sg.cosh(a), sg.arctan(a),
+        sg.arcsinh(a), sg.arccosh(1.0 + a), sg.arctanh(0.5 * a),
         sg.erf(a), sg.erfc(a), erfcx(a), SechSquared()(a), sg.gammaln(a), sg.digamma(a), sg.polygamma(2, a),
         # reductions
         sg.sum(a, axis=1), sg.prod(a, axis=0, keepdims=True), sg.max(a, axis=1), sg.min(a),

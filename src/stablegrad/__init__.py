@@ -88,7 +88,10 @@ from .ops.elementwise import (
 from .ops.indexing import argsort, diag, one_hot, repeat, sort, take, take_along_axis
 from .ops.linalg import einsum, matmul, outer, tensordot
 from .ops.math import (
+    arccosh,
+    arcsinh,
     arctan,
+    arctanh,
     betaln,
     cos,
     cosh,

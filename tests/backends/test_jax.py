@@ -156,9 +156,10 @@ CASES = [
     ),
     Case(
         "trig",
-        lambda x: [sg.sin(x), sg.cos(x), sg.tan(x), sg.tanh(x), sg.sinh(x), sg.cosh(x), sg.arctan(x)],
+        lambda x: [sg.sin(x), sg.cos(x), sg.tan(x), sg.tanh(x), sg.sinh(x), sg.cosh(x), sg.arctan(x), sg.arcsinh(x)],
         (normal(3, 3),),
     ),
+    Case("inverse_hyperbolic", lambda x: [sg.arccosh(1.0 + x), sg.arctanh(x / (1.0 + x))], (positive(3, 3),)),
     Case("special", lambda x: [sg.erf(x), sg.erfc(x), erfcx(x)], (normal(6, scale=3),), rtol=1e-11),
     Case("gamma", lambda x: [sg.gammaln(x), sg.digamma(x), sg.polygamma(1, x)], (positive(6) * 2,), rtol=1e-10),
     # -- reductions -----------------------------------------------------------------------------------

@@ -75,6 +75,9 @@ SPECS = [
     Spec("sinh", sg.sinh, np.sinh, (REAL,), (m.Sinh,)),
     Spec("cosh", sg.cosh, np.cosh, (REAL,), (m.Cosh,)),
     Spec("arctan", sg.arctan, np.arctan, (REAL,), (m.Arctan,)),
+    Spec("arcsinh", sg.arcsinh, np.arcsinh, (REAL,), (m.Arcsinh,)),
+    Spec("arccosh", sg.arccosh, np.arccosh, (uniform(1.1, 30),), (m.Arccosh,)),
+    Spec("arctanh", sg.arctanh, np.arctanh, (uniform(-0.9, 0.9),), (m.Arctanh,)),
     Spec("erf", sg.erf, sps.erf, (REAL,), (m.Erf,), int_domains=(small_integers(-3, 3),)),
     Spec("erfc", sg.erfc, sps.erfc, (REAL,), (m.Erfc,)),
     Spec("erfcx", sg.erfcx, sps.erfcx, (REAL,), (m.Erfcx,)),
@@ -179,6 +182,9 @@ MPMATH = [
     ("sinh", sg.sinh, mpmath.sinh, -20.0, 20.0),
     ("cosh", sg.cosh, mpmath.cosh, -20.0, 20.0),
     ("arctan", sg.arctan, mpmath.atan, -50.0, 50.0),
+    ("arcsinh", sg.arcsinh, mpmath.asinh, -50.0, 50.0),
+    ("arccosh", sg.arccosh, mpmath.acosh, 1.01, 1e3),
+    ("arctanh", sg.arctanh, mpmath.atanh, -0.999, 0.999),
     ("erf", sg.erf, mpmath.erf, -5.0, 5.0),
     ("erfc", sg.erfc, mpmath.erfc, -3.0, 12.0),
     # erfcx' = 2x erfcx(x) - 2/√π cancels as x grows (relative error 2x²·eps): from 8 on the
@@ -235,6 +241,35 @@ def test_math_against_mpmath(name, fn, mp_fn, lo, hi, points):
                 assert np.isclose(got, expected[order], rtol=1e-12, atol=0), (
                     f"{name} order {order} at x={xi!r}: {got!r} vs mpmath {expected[order]!r}"
                 )
+
+
+@pytest.mark.parametrize(
+    ("fn", "slope", "points"),
+    [  # where a textbook derivative overflows (x² past 1e154) or cancels (x² - 1, 1 - x² at ±1)
+        (sg.arcsinh, lambda x: 1 / mpmath.sqrt(1 + x * x), [-1e300, -1e200, -3e154, 1e-300, 2.0, 1e160, 1e300]),
+        (sg.arccosh, lambda x: 1 / mpmath.sqrt(x * x - 1), [1.0 + 2**-52, 1.0 + 1e-10, 3.0, 1e160, 1e300]),
+        (sg.arctanh, lambda x: 1 / (1 - x * x), [-(1.0 - 2**-53), -0.5, 1e-300, 1.0 - 2**-53]),
+    ],
+    ids=["arcsinh", "arccosh", "arctanh"],
+)
+def test_inverse_hyperbolic_derivatives_keep_their_accuracy_at_the_ends(fn, slope, points):
+    x = sg.vector("x")
+    f = sg.function([x], [fn(x), sg.grad(sg.sum(fn(x)), x)])
+    value, d1 = f(np.array(points))
+    with mpmath.workdps(60):
+        expected = [float(slope(mpmath.mpf(p))) for p in points]
+    np.testing.assert_allclose(d1, expected, rtol=4e-16)
+    assert np.all(np.isfinite(value))
+
+
+def test_inverse_hyperbolic_functions_outside_their_domains():
+    x = sg.vector("x")
+    outs = [sg.arccosh(x), sg.arctanh(x), sg.arcsinh(x)]
+    with np.errstate(all="ignore"):
+        acosh, atanh, asinh = sg.function([x], outs)(np.array([0.5, -1.0, 1.0, 2.0, np.inf, -np.inf, np.nan]))
+    np.testing.assert_array_equal(np.isnan(acosh), [True, True, False, False, False, True, True])
+    np.testing.assert_array_equal(atanh[1:4], [-np.inf, np.inf, np.nan])
+    np.testing.assert_array_equal(asinh[4:6], [np.inf, -np.inf])
 
 
 def test_power_with_a_zero_cotangent_contributes_zero_where_the_power_overflows():

@@ -17,7 +17,7 @@ import scipy.special as sps
 
 from ..graph.basic import ALL, READS_OUTPUTS, Constant, Reads
 from .base import Elementwise, as_operands, astype
-from .elementwise import equal, floor, sign, square, where
+from .elementwise import absolute, equal, floor, greater, sign, sqrt, square, where
 
 _LN2 = _pymath.log(2.0)
 _LN10 = _pymath.log(10.0)
@@ -246,6 +246,50 @@ class Arctan(Elementwise):
 
     def pullback(self, inputs, outputs, grads):
         return [grads[0] / (1 + square(inputs[0]))]
+
+
+@final
+@dataclass(frozen=True)
+class Arcsinh(Elementwise):
+    """Inverse hyperbolic sine; d = 1/√(1 + x²), written so that x² cannot overflow: past
+    |x| = 1 as 1/(|x|·√(1 + 1/x²))."""
+
+    def perform(self, x):
+        return np.arcsinh(x)
+
+    def pullback(self, inputs, outputs, grads):
+        a = absolute(inputs[0])
+        large = greater(a, 1)
+        safe = where(large, a, 1)  # (each branch's operand kept off the other's poles)
+        slope = where(large, 1 / (safe * sqrt(1 + square(1 / safe))), 1 / sqrt(1 + square(where(large, 0, a))))
+        return [grads[0] * slope]
+
+
+@final
+@dataclass(frozen=True)
+class Arccosh(Elementwise):
+    """Inverse hyperbolic cosine (NaN below 1); d = 1/(√(x - 1)·√(x + 1)): accurate near 1, and
+    no x² to overflow."""
+
+    def perform(self, x):
+        return np.arccosh(x)
+
+    def pullback(self, inputs, outputs, grads):
+        (x,) = inputs
+        return [grads[0] / (sqrt(x - 1) * sqrt(x + 1))]
+
+
+@final
+@dataclass(frozen=True)
+class Arctanh(Elementwise):
+    """Inverse hyperbolic tangent (±inf at ±1, NaN past them); d = 1/((1 - x)(1 + x)), accurate near ±1."""
+
+    def perform(self, x):
+        return np.arctanh(x)
+
+    def pullback(self, inputs, outputs, grads):
+        (x,) = inputs
+        return [grads[0] / ((1 - x) * (1 + x))]
 
 
 # -- special functions (SciPy) -------------------------------------------------------------------
@@ -676,6 +720,9 @@ tanh = _unary(Tanh(), "Hyperbolic tangent.")
 sinh = _unary(Sinh(), "Hyperbolic sine.")
 cosh = _unary(Cosh(), "Hyperbolic cosine.")
 arctan = _unary(Arctan(), "Inverse tangent.")
+arcsinh = _unary(Arcsinh(), "Inverse hyperbolic sine.")
+arccosh = _unary(Arccosh(), "Inverse hyperbolic cosine (NaN below 1).")
+arctanh = _unary(Arctanh(), "Inverse hyperbolic tangent (±inf at ±1, NaN past them).")
 erf = _unary(Erf(), "Error function (scipy.special.erf).")
 erfc = _unary(Erfc(), "Complementary error function (scipy.special.erfc).")
 erfcx = _unary(Erfcx(), "Scaled complementary error function exp(x**2) * erfc(x) (scipy.special.erfcx).")

@@ -114,6 +114,9 @@ UFUNCS: dict[type, Callable] = {
     math_ops.Sinh: jnp.sinh,
     math_ops.Cosh: jnp.cosh,
     math_ops.Arctan: jnp.arctan,
+    math_ops.Arcsinh: jnp.arcsinh,
+    math_ops.Arccosh: jnp.arccosh,
+    math_ops.Arctanh: jnp.arctanh,
 }
 
 #: SciPy's special functions evaluate float16/float32 arguments in double precision and round

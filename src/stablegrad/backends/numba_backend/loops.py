@@ -56,7 +56,24 @@ from ...ops.elementwise import (
     Subtract,
     Where,
 )
-from ...ops.math import Arctan, Cos, Cosh, Exp, Expm1, Log, Log1p, Log2, Log10, SechSquared, Sin, Sinh, Tanh
+from ...ops.math import (
+    Arccosh,
+    Arcsinh,
+    Arctan,
+    Arctanh,
+    Cos,
+    Cosh,
+    Exp,
+    Expm1,
+    Log,
+    Log1p,
+    Log2,
+    Log10,
+    SechSquared,
+    Sin,
+    Sinh,
+    Tanh,
+)
 from ...ops.reduction import Sum
 from ...ops.stable import LogSumExp
 from ...ops.stable.logsumexp import LogSumExpGrad
@@ -101,6 +118,9 @@ def scalar_form(op: Op) -> str | None:
         Sinh: "math.sinh({0})",
         Cosh: "math.cosh({0})",
         Arctan: "math.atan({0})",
+        Arcsinh: "math.asinh({0})",
+        Arccosh: "math.acosh({0})",
+        Arctanh: "math.atanh({0})",
         Log2: "math.log2({0})",
         Log10: "math.log10({0})",
     }
