@@ -148,8 +148,11 @@ PIECES = [
     Piece("log(exp(x) - exp(-x))", lambda x, c: sg.log(sg.exp(x) - sg.exp(-x))),
     Piece("log(exp(x) + exp(-x))", lambda x, c: sg.log(sg.exp(x) + sg.exp(-x))),
     Piece("exp(x) / (exp(x) + exp(c - x))", lambda x, c: sg.exp(x) / (sg.exp(x) + sg.exp(c(0.5) - x))),
-    # (the erf-complement, normal-CDF-from-erf and sigmoid-difference identities are tested in
-    # test_identities: their exact values, 1 + erf(-30) say, need more digits than the reference has)
+    Piece("log(x + sqrt(x * x + c))", lambda x, c: sg.log(x + sg.sqrt(x * x + c(1.0)))),
+    Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),
+    # (the erf-complement, normal-CDF-from-erf, sigmoid-difference and inverse-Gudermannian identities
+    # are tested in test_identities (the last takes a written π/4 for π/4, which the fuzzer's exact
+    # reference of the written formula does not): their exact values, 1 + erf(-30) say, need more digits than the reference has)
     # (not here: `x * exp(x)` and `x * log(y)`, whose rules take the limit 0 of -inf · 0 by design,
     # like scipy's xlogy; the domain rule (d) would count that NaN → 0 as a change of domain.
     # tests/ops/stable/test_xlogy.py holds them to their definition instead.)
@@ -175,6 +178,7 @@ PIECES = [
     Piece("c2 / (c + exp(-c2 * x)) - c3", lambda x, c: c(2.0) / (c(1.0) + sg.exp(-c(2.0) * x)) - c(0.5)),
     Piece("log(c * sinh(x))", lambda x, c: sg.log(c(2.5) * sg.sinh(x))),
     Piece("exp(x) / (exp(c) + exp(-x))", lambda x, c: sg.exp(x) / (sg.exp(c(0.5)) + sg.exp(-x))),
+    Piece("log(x + sqrt(x * x + c2))", lambda x, c: sg.log(x + sg.sqrt(x * x + c(2.0)))),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]

@@ -27,6 +27,10 @@ def _log(v):
     return -mp.inf if v == 0 else mp.log(v)
 
 
+def _sqrt(v):
+    return mp.nan if mp.isnan(v) or v < 0 else mp.sqrt(v)
+
+
 def _log1p(v):
     return _log(1 + v)
 
@@ -417,6 +421,49 @@ CASES = [
         PAIRS32,
         lambda a, b: sg.exp(a) / (sg.exp(b) + sg.exp(-b)),
         arity=2,
+    ),
+    Case(
+        "log(x + sqrt(x*x + 1))",
+        "inverse_hyperbolic_from_log",
+        lambda x: sg.log(x + sg.sqrt(x * x + 1.0)),
+        lambda x, k: _log(x + mp.sqrt(x * x + 1)),
+        LINE,
+        LINE32,
+        lambda x: sg.log(x + sg.sqrt(x * x + 2.0)),
+        (-INF, INF),
+    ),
+    Case(
+        "log(x + (x**2 - 1) ** 0.5)",
+        "inverse_hyperbolic_from_log",
+        lambda x: sg.log(x + (x**2 - 1.0) ** 0.5),
+        lambda x, k: _log(x + _sqrt(x * x - 1)),
+        (1.0000001, 1.5, 3.0, 40.0, 1e10, 1e160),
+        (1.001, 1.5, 3.0, 40.0, 1e10, 1e30),
+        lambda x: sg.log(x + (x**2 - 2.0) ** 0.5),
+        (NAN, INF),
+    ),
+    # (the written π/4 is rounded; the rule takes it for π/4, as log_ndtr takes a written 1/√2)
+    Case(
+        "log(tan(pi/4 + x/2))",
+        "inverse_gudermannian_from_log_tan",
+        lambda x: sg.log(sg.tan(np.pi / 4 + 0.5 * x)),
+        lambda x, k: _log(mp.tan(mp.pi / 4 + x / 2)),
+        (-1.5, -0.5, -1e-10, 0.0, 1e-20, 0.3, 1.2, 1.5),
+        (-1.5, -0.5, -1e-5, 0.0, 1e-20, 0.3, 1.2),
+        lambda x: sg.log(sg.tan(np.pi / 3 + 0.5 * x)),
+        (NAN, NAN),
+        huge=1e5,
+    ),
+    Case(
+        "log(tan(pi/4 - x/2))",
+        "inverse_gudermannian_from_log_tan",
+        lambda x: sg.log(sg.tan(np.pi / 4 - x / 2.0)),
+        lambda x, k: _log(mp.tan(mp.pi / 4 - x / 2)),
+        (-1.5, -0.5, -1e-10, 0.0, 1e-20, 0.3, 1.2, 1.5),
+        (-1.5, -0.5, -1e-5, 0.0, 1e-20, 0.3, 1.2),
+        lambda x: sg.log(sg.tan(np.pi / 4 - x / 3.0)),
+        (NAN, NAN),
+        huge=1e5,
     ),
     Case(
         "exp(log_sigmoid)",

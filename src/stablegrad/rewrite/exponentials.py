@@ -4,9 +4,12 @@
 - opposite exponentials: `exp(x) - exp(-x)` is `2·sinh(x)`, `exp(x) + exp(-x)` is
   `2·cosh(x)`, their quotient `tanh(x)`, `2·sigmoid(2x) - 1` is `tanh(x)` too, and the logs
   of the first two are `logdiffexp(x, -x)` and `logaddexp(x, -x)`;
-- the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`.
+- the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`;
+- inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
+  `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
 
-Herbie's benchmark suite has each of them (its atanh, hyperbolic and logistic benchmarks).
+Herbie's benchmark suite has each of them (its atanh, hyperbolic, logistic and map-projection
+benchmarks).
 Every rule keeps the written formula's domain (NaN stays NaN) and fires only on the exact
 constants it names.  They run in the STABILIZE phase after identities.RULES and chain with
 them (a replacement is rewritten again).
@@ -18,10 +21,20 @@ import numpy as np
 
 from ..graph.basic import Apply, Variable
 from ..ops import stable
-from ..ops.elementwise import Add, Divide, Multiply, Reciprocal, Subtract
-from ..ops.math import Cosh, Exp, Log, Sinh, cosh, log1p, sinh, tanh
+from ..ops.elementwise import Add, Divide, Multiply, Reciprocal, Sqrt, Subtract, greater, where
+from ..ops.math import Cosh, Exp, Log, Power, Sinh, Tan, arccosh, arcsinh, cos, cosh, log1p, sinh, tan, tanh
 from .engine import Kind, Phase, rewrite
-from .patterns import constant_value, entrywise_operand, fits, is_constant, is_negation, negate, owner
+from .patterns import (
+    constant_value,
+    entrywise_operand,
+    fits,
+    is_constant,
+    is_negation,
+    negate,
+    owner,
+    scaled_core,
+    square_of,
+)
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -185,6 +198,99 @@ def log_of_twice_hyperbolic(node):
     return None
 
 
+# -- inverse hyperbolic functions ----------------------------------------------------------------------
+def _sqrt_argument(v: Variable) -> Variable | None:
+    node = owner(v, Sqrt)
+    if node is not None:
+        return node.inputs[0]
+    power = owner(v, Power)
+    return power.inputs[0] if power is not None and is_constant(power.inputs[1], 0.5) else None
+
+
+def _square_plus(v: Variable, c: float) -> Variable | None:
+    """x for v = x² + c (`x*x + c`, `c + x**2`, `x² - 1` for c = -1), else None."""
+    total = owner(v, Add)
+    if total is not None:
+        for sq, k in (total.inputs, total.inputs[::-1]):
+            x = square_of(sq)
+            if x is not None and is_constant(k, c):
+                return x
+    difference = owner(v, Subtract)
+    if difference is not None and is_constant(difference.inputs[1], -c):
+        return square_of(difference.inputs[0])
+    return None
+
+
+@rewrite(_S, _REC, Log)
+def inverse_hyperbolic_from_log(node):
+    """log(x + √(x² + 1)) → arcsinh(x); log(x + √(x² - 1)) → arccosh(x) (either order of the sum,
+    `sqrt` or `** 0.5`, x² as `x*x`, `square(x)`, `x**2`).
+
+    Written, x + √(x² + 1) cancels for x << 0 (log(0) = -inf below x ≈ -1e8 where the answer is
+    about -log(-2x)) and x² overflows past 1e154 (log(inf)); the arccosh form overflows the
+    same way. Both keep their domains: x + √(x² - 1) is negative for x ≤ -1 and √ of a negative
+    for |x| < 1, where arccosh is NaN too. Another constant than ±1 must not fire.
+    """
+    total = owner(node.inputs[0], Add)
+    if total is None:
+        return None
+    for x, root in (total.inputs, total.inputs[::-1]):
+        inside = _sqrt_argument(root)
+        if inside is None:
+            continue
+        if _square_plus(inside, 1.0) is x:
+            return fits(arcsinh(x), node)
+        if _square_plus(inside, -1.0) is x:
+            return fits(arccosh(x), node)
+    return None
+
+
+def _quarter_pi_plus_half(theta: Variable, node: Apply) -> tuple[int, Variable] | None:
+    """(s, x) for theta = π/4 + s·x/2 (s = ±1; `x * 0.5`, `0.5 * x`, `x / 2`, either order), with
+    π/4 a constant within a few ulps of node's dtype."""
+    dtype = node.outputs[0].dtype
+    if dtype.kind != "f":
+        return None
+    tolerance = 4 * float(np.finfo(dtype).eps)
+    candidates = []
+    total = owner(theta, Add)
+    if total is not None:
+        candidates += [(c, t, 1) for c, t in (total.inputs, total.inputs[::-1])]
+    difference = owner(theta, Subtract)
+    if difference is not None:
+        candidates.append((difference.inputs[0], difference.inputs[1], -1))
+    for c, t, sign in candidates:
+        value = constant_value(c)
+        if value is None or abs(value / (np.pi / 4) - 1) > tolerance:
+            continue
+        core, scale = scaled_core(t)
+        if abs(scale) == 0.5:
+            return (1 if scale * sign > 0 else -1), core
+    return None
+
+
+@rewrite(_S, _REC, Log)
+def inverse_gudermannian_from_log_tan(node):
+    """log(tan(π/4 + x/2)) → arcsinh(tan(x)) where cos(x) > 0 (NaN elsewhere, as written);
+    log(tan(π/4 - x/2)) → -arcsinh(tan(x)) (the inverse Gudermannian function, the Mercator
+    projection's latitude: gd⁻¹(x) = log tan(π/4 + x/2) = asinh(tan x) = atanh(sin x)).
+
+    Written, tan(π/4 + x/2) is within an ulp of 1 for |x| below ~1e-16, so the log loses every
+    digit of the answer ≈ x there (and ~log2(1/|x|) bits above). Where cos(x) ≤ 0 the tangent is
+    negative and the written log is NaN; the replacement is NaN there too. Fires only for π/4
+    to a few ulps and the factor ½.
+    """
+    tangent = owner(node.inputs[0], Tan)
+    found = _quarter_pi_plus_half(tangent.inputs[0], node) if tangent is not None else None
+    if found is None:
+        return None
+    sign, x = found
+    gd = arcsinh(tan(x))
+    # NaN added where cos(x) <= 0, not selected: a NaN x keeps its NaN gradient
+    outside = where(greater(cos(x), 0), np.zeros((), x.dtype), np.full((), np.nan, x.dtype))
+    return fits((gd if sign == 1 else negate(gd)) + outside, node)
+
+
 # -- two-term softmax ---------------------------------------------------------------------------------
 @rewrite(_S, _REC, Divide)
 def sigmoid_from_two_term_softmax(node):
@@ -213,4 +319,6 @@ RULES = (
     tanh_from_shifted_sigmoid,
     log_of_twice_hyperbolic,
     sigmoid_from_two_term_softmax,
+    inverse_hyperbolic_from_log,
+    inverse_gudermannian_from_log_tan,
 )

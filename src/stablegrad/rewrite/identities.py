@@ -32,14 +32,13 @@ from ..ops.elementwise import (
     Divide,
     Multiply,
     Negative,
-    Square,
     Subtract,
     greater,
     where,
 )
-from ..ops.math import Cosh, Erf, Erfc, Exp, Log, Log1p, Power, erfc, erfcx, expm1
+from ..ops.math import Cosh, Erf, Erfc, Exp, Log, Log1p, erfc, erfcx, expm1
 from .engine import Kind, Phase, rewrite
-from .patterns import constant_value, fits, is_constant, is_negation, negate, owner
+from .patterns import constant_value, fits, is_constant, is_negation, negate, owner, scaled_core, square_of
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -104,33 +103,10 @@ def erfcx_from_naive(node):
     """
     for e, c in (node.inputs, node.inputs[::-1]):
         ex, complement = owner(e, Exp), owner(c, Erfc)
-        x = _square_of(ex.inputs[0]) if ex is not None and complement is not None else None
+        x = square_of(ex.inputs[0]) if ex is not None and complement is not None else None
         if x is not None and x is complement.inputs[0]:
             return fits(erfcx(x), node)
     return None
-
-
-def _scaled(t: Variable) -> tuple[Variable, float]:
-    """(core, scale) with t = scale·core, through negations and constant factors and divisors."""
-    scale = 1.0
-    while True:
-        neg = owner(t, Negative)
-        if neg is not None:
-            t, scale = neg.inputs[0], -scale
-            continue
-        product = owner(t, Multiply)
-        if product is not None:
-            factors = [(constant_value(c), v) for c, v in (product.inputs, product.inputs[::-1])]
-            found = [(c, v) for c, v in factors if c is not None and c != 0]
-            if found:
-                t, scale = found[0][1], scale * found[0][0]
-                continue
-        quotient = owner(t, Divide)
-        c = constant_value(quotient.inputs[1]) if quotient is not None else None
-        if quotient is not None and c is not None and c != 0:
-            t, scale = quotient.inputs[0], scale / c
-            continue
-        return t, scale
 
 
 def _normal_argument(t: Variable, sign: float, node: Apply) -> Variable | None:
@@ -143,7 +119,7 @@ def _normal_argument(t: Variable, sign: float, node: Apply) -> Variable | None:
     dtype = node.outputs[0].dtype
     if dtype.kind != "f":
         return None
-    core, scale = _scaled(t)
+    core, scale = scaled_core(t)
     tolerance = _CONSTANT_ULPS * float(np.finfo(dtype).eps)
     for direction in (1.0, -1.0):
         if abs(scale * _SQRT2 * sign * direction - 1.0) <= tolerance:
@@ -253,20 +229,6 @@ def _constant_minus_sigmoid(node: Apply) -> list[tuple[Variable, Apply | None]]:
     return found
 
 
-def _square_of(v: Variable) -> Variable | None:
-    """u for v = u², written `square(u)`, `u ** 2` or `u * u`."""
-    sq = owner(v, Square)
-    if sq is not None:
-        return sq.inputs[0]
-    pw = owner(v, Power)
-    if pw is not None and is_constant(pw.inputs[1], 2.0):
-        return pw.inputs[0]
-    product = owner(v, Multiply)
-    if product is not None and product.inputs[0] is product.inputs[1]:
-        return product.inputs[0]
-    return None
-
-
 def _one_plus_exp(v: Variable) -> Variable | None:
     """y for v = 1 + exp(y) (either order), else None."""
     total = owner(v, Add)
@@ -287,7 +249,7 @@ def logistic_density_from_naive(node):
     """
     numerator, denominator = node.inputs
     ex = owner(numerator, Exp)
-    base = _square_of(denominator)
+    base = square_of(denominator)
     y = _one_plus_exp(base) if base is not None else None
     if ex is None or y is None or ex.inputs[0] is not y:
         return None

@@ -6,8 +6,9 @@ import numpy as np
 
 from ..graph.basic import Apply, Constant, Op, Variable
 from ..ops.base import Entrywise
-from ..ops.elementwise import Add, Negative, Subtract, negative
+from ..ops.elementwise import Add, Divide, Multiply, Negative, Square, Subtract, negative
 from ..ops.indexing import Index
+from ..ops.math import Power
 from ..ops.shape import BroadcastTo, ExpandDims, Reshape, Squeeze, Transpose
 
 #: ops that only move, drop or repeat entries: an entrywise op of one operand commutes with them
@@ -81,6 +82,43 @@ def fits(result: Variable, node: Apply) -> Variable | None:
     if not all(a is None or b is None or a == b for a, b in zip(old.type.shape, result.type.shape)):
         return None
     return result
+
+
+def scaled_core(t: Variable) -> tuple[Variable, float]:
+    """(core, scale) with t = scale·core, through negations and constant factors and divisors."""
+    scale = 1.0
+    while True:
+        neg = owner(t, Negative)
+        if neg is not None:
+            t, scale = neg.inputs[0], -scale
+            continue
+        product = owner(t, Multiply)
+        if product is not None:
+            factors = [(constant_value(c), v) for c, v in (product.inputs, product.inputs[::-1])]
+            found = [(c, v) for c, v in factors if c is not None and c != 0]
+            if found:
+                t, scale = found[0][1], scale * found[0][0]
+                continue
+        quotient = owner(t, Divide)
+        c = constant_value(quotient.inputs[1]) if quotient is not None else None
+        if quotient is not None and c is not None and c != 0:
+            t, scale = quotient.inputs[0], scale / c
+            continue
+        return t, scale
+
+
+def square_of(v: Variable) -> Variable | None:
+    """u for v = u², written `square(u)`, `u ** 2` or `u * u`."""
+    sq = owner(v, Square)
+    if sq is not None:
+        return sq.inputs[0]
+    pw = owner(v, Power)
+    if pw is not None and is_constant(pw.inputs[1], 2.0):
+        return pw.inputs[0]
+    product = owner(v, Multiply)
+    if product is not None and product.inputs[0] is product.inputs[1]:
+        return product.inputs[0]
+    return None
 
 
 def signed_terms(v: Variable) -> list[Variable]:
