@@ -149,6 +149,8 @@ PIECES = [
     Piece("log(exp(x) + exp(-x))", lambda x, c: sg.log(sg.exp(x) + sg.exp(-x))),
     Piece("exp(x) / (exp(x) + exp(c - x))", lambda x, c: sg.exp(x) / (sg.exp(x) + sg.exp(c(0.5) - x))),
     Piece("log(x + sqrt(x * x + c))", lambda x, c: sg.log(x + sg.sqrt(x * x + c(1.0)))),
+    Piece("exp(x) - c + exp(-x)", lambda x, c: sg.exp(x) - c(2.0) + sg.exp(-x)),
+    Piece("c * exp(x) + c / exp(x)", lambda x, c: c(0.5) * sg.exp(x) + c(0.5) / sg.exp(x)),
     Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),
     # (the erf-complement, normal-CDF-from-erf, sigmoid-difference and inverse-Gudermannian identities
     # are tested in test_identities (the last takes a written π/4 for π/4, which the fuzzer's exact
@@ -179,6 +181,8 @@ PIECES = [
     Piece("log(c * sinh(x))", lambda x, c: sg.log(c(2.5) * sg.sinh(x))),
     Piece("exp(x) / (exp(c) + exp(-x))", lambda x, c: sg.exp(x) / (sg.exp(c(0.5)) + sg.exp(-x))),
     Piece("log(x + sqrt(x * x + c2))", lambda x, c: sg.log(x + sg.sqrt(x * x + c(2.0)))),
+    Piece("c * exp(x) - c2 / exp(x)", lambda x, c: c(0.5) * sg.exp(x) - c(0.25) / sg.exp(x)),
+    Piece("c * cosh(x) - c2", lambda x, c: c(2.0) * sg.cosh(x) - c(1.0)),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]

@@ -2,7 +2,7 @@
 
 - the log of the atanh ratio: `log((1 + x) / (1 - x))` is `log1p(x) - log1p(-x)`;
 - opposite exponentials: `exp(x) - exp(-x)` is `2·sinh(x)`, `exp(x) + exp(-x)` is
-  `2·cosh(x)`, their quotient `tanh(x)`, `2·sigmoid(2x) - 1` is `tanh(x)` too, and the logs
+  `2·cosh(x)` (and `2·cosh(x) - 2` is `4·sinh(x/2)²`), their quotient `tanh(x)`, `2·sigmoid(2x) - 1` is `tanh(x)` too, and the logs
   of the first two are `logdiffexp(x, -x)` and `logaddexp(x, -x)`;
 - the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`;
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
@@ -81,17 +81,6 @@ def _exp_argument(v: Variable) -> Variable | None:
     return entrywise_operand(v, Exp)
 
 
-def _reciprocal_exp_argument(v: Variable) -> Variable | None:
-    """u for v = 1 / exp(u) (as `1 / exp(u)` or `reciprocal(exp(u))`)."""
-    inverse = owner(v, Reciprocal)
-    if inverse is not None:
-        return _exp_argument(inverse.inputs[0])
-    quotient = owner(v, Divide)
-    if quotient is not None and is_constant(quotient.inputs[0], 1.0):
-        return _exp_argument(quotient.inputs[1])
-    return None
-
-
 def _opposite(u: Variable, v: Variable) -> bool:
     """v = -u, as `-u` or `0 - u` (or u = -v)."""
     if is_negation(u, v):
@@ -103,31 +92,105 @@ def _opposite(u: Variable, v: Variable) -> bool:
     return False
 
 
-def _exp_pair(node: Apply) -> Variable | None:
-    """u for node's operands exp(u) and exp(-u) (or 1 / exp(u)) in this order, else None."""
+def _scaled_exp(t: Variable) -> tuple[float, Variable, int] | None:
+    """(c, u, e) for t = c·exp(e·u), e = ±1: `exp(u)`, `c * exp(u)`, `exp(u) / c`, `c / exp(u)`,
+    `reciprocal(exp(u))`, negated or not (c a constant, 1 where there is none)."""
+    core, scale = scaled_core(t)
+    u = _exp_argument(core)
+    if u is not None:
+        return scale, u, 1
+    inverse = owner(core, Reciprocal)
+    if inverse is not None:
+        u = _exp_argument(inverse.inputs[0])
+        return (scale, u, -1) if u is not None else None
+    quotient = owner(core, Divide)
+    c = constant_value(quotient.inputs[0]) if quotient is not None else None
+    u = _exp_argument(quotient.inputs[1]) if quotient is not None and c is not None else None
+    return (scale * c, u, -1) if u is not None and c is not None else None
+
+
+#: how many terms of a sum the pairing looks at (a longer sum is left as it is: linear, not quadratic)
+_MAX_TERMS = 8
+
+
+def _terms(v: Variable, sign: float = 1.0, found: list | None = None) -> list[tuple[float, Variable]] | None:
+    """The addends of a tree of `+` and `-` with their signs, or None past _MAX_TERMS."""
+    found = [] if found is None else found
+    node = owner(v, Add, Subtract)
+    if node is None:
+        found.append((sign, v))
+        return found if len(found) <= _MAX_TERMS else None
     a, b = node.inputs
-    u, v = _exp_argument(a), _exp_argument(b)
-    if u is not None and v is not None and _opposite(u, v):
-        return u
-    if u is not None and _reciprocal_exp_argument(b) is u:
-        return u
-    return None
+    if _terms(a, sign, found) is None:
+        return None
+    return _terms(b, -sign if isinstance(node.op, Subtract) else sign, found)
+
+
+def _hyperbolic_pair(first: tuple[float, Variable], second: tuple[float, Variable]) -> Variable | None:
+    """2c·sinh(w) or 2c·cosh(w) for the signed terms c·exp(w) and ±c·exp(-w), else None."""
+    a, b = _scaled_exp(first[1]), _scaled_exp(second[1])
+    if a is None or b is None:
+        return None
+    (ca, ua, ea), (cb, ub, eb) = a, b
+    if ub is not ua and _opposite(ua, ub):
+        eb = -eb  # exp(e·(-u)) = exp(-e·u)
+    elif ub is not ua:
+        return None
+    ca, cb = ca * first[0], cb * second[0]
+    if ea != -eb or abs(ca) != abs(cb) or ca == 0:
+        return None
+    w = ua if ea == 1 else negate(ua)
+    f = cosh(w) if ca == cb else sinh(w)
+    return f if 2.0 * ca == 1.0 else (2.0 * ca) * f
 
 
 @rewrite(_S, _REC, Subtract, Add)
 def hyperbolic_from_opposite_exponentials(node):
-    """exp(x) - exp(-x) → 2·sinh(x); exp(x) + exp(-x) → 2·cosh(x) (also `exp(x) - 1 / exp(x)`,
-    `exp(0 - x)`).
+    """c·exp(x) - c·exp(-x) → 2c·sinh(x); c·exp(x) + c·exp(-x) → 2c·cosh(x), among up to 8 terms
+    of a sum (`exp(x) - 2 + exp(-x)` → `2·cosh(x) - 2`; also `c / exp(x)`, `exp(0 - x)`, `exp(x) / c`).
 
     Written, the difference cancels for |x| small: it is 0 below x ≈ 1e-16 and loses every
-    digit near there, where sinh keeps the relative accuracy (2x). The sum is as accurate
-    either way, but as cosh it meets `tanh_from_quotient` and the log rule below. Both
-    overflow at the same x. `c·exp(x) - exp(-x)` for c ≠ 1 must not fire.
+    digit near there, where sinh keeps the relative accuracy (2x); so does the derivative of
+    the sum (exp(x) - exp(-x), where cosh's is sinh). As cosh, the sum also meets
+    `tanh_from_quotient`, `cosh_minus_one` and the log rule below. Both overflow at the same x.
+    Factors that differ (`2·exp(x) - exp(-x)`) must not fire.
     """
-    u = _exp_pair(node)
-    if u is None:
+    terms = _terms(node.outputs[0])
+    if terms is None or len(terms) < 2:
         return None
-    return fits(2.0 * (sinh(u) if isinstance(node.op, Subtract) else cosh(u)), node)
+    for i, first in enumerate(terms):
+        for j in range(i + 1, len(terms)):
+            pair = _hyperbolic_pair(first, terms[j])
+            if pair is None:
+                continue
+            rest = [(sign, t) for k, (sign, t) in enumerate(terms) if k not in (i, j)]
+            total = pair
+            for sign, t in rest:
+                total = total + t if sign > 0 else total - t
+            return fits(total, node)
+    return None
+
+
+@rewrite(_S, _REC, Subtract, Add)
+def sinh_squared_from_cosh_minus_one(node):
+    """c·cosh(x) - c → 2c·sinh(x/2)² (also `c·cosh(x) + (-c)`, `-c + c·cosh(x)`), so
+    `exp(x) - 2 + exp(-x)` → `4·sinh(x/2)²`.
+
+    Written, cosh(x) - 1 cancels for |x| small (0 below x ≈ 1e-8, where the answer is x²/2),
+    and so does its derivative's partner in the sum. Fires only where the constant is the
+    cosh's own factor.
+    """
+    terms = _terms(node.outputs[0])
+    if terms is None or len(terms) != 2:
+        return None
+    for (s1, t1), (s2, t2) in (terms, terms[::-1]):
+        scaled = _scaled_hyperbolic(t1, Cosh)
+        k = constant_value(t2)
+        if scaled is not None and k is not None and scaled[0] != 0 and s1 * scaled[0] == -s2 * k:
+            c = s1 * scaled[0]
+            half = sinh(scaled[1] / 2.0)
+            return fits((2.0 * c) * (half * half), node)
+    return None
 
 
 def _scaled_hyperbolic(v: Variable, op_class: type) -> tuple[float, Variable] | None:
@@ -319,6 +382,7 @@ RULES = (
     tanh_from_shifted_sigmoid,
     log_of_twice_hyperbolic,
     sigmoid_from_two_term_softmax,
+    sinh_squared_from_cosh_minus_one,
     inverse_hyperbolic_from_log,
     inverse_gudermannian_from_log_tan,
 )
