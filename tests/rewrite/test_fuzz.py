@@ -113,7 +113,9 @@ PIECES = [
         "logaddexp(log(c) + x, log1p(-c) - x)", lambda x, c: sg.logaddexp(sg.log(c(0.25)) + x, sg.log1p(-c(0.25)) - x)
     ),
     Piece("exp(x**2) * erfc(x)", lambda x, c: sg.exp(x**2) * sg.erfc(x)),
-    Piece("log(c * erfc(-x / sqrt2))", lambda x, c: sg.log(c(0.5) * sg.erfc(-x / np.sqrt(2.0)))),
+    # (√2 as sqrt(2): the exact reference then holds √2 itself, which the rule takes a rounded √2 for;
+    # under an exp the two differ by the erfc's conditioning, 2x²·ε: 1e-13 at x = -30)
+    Piece("log(c * erfc(-x / sqrt(2)))", lambda x, c: sg.log(c(0.5) * sg.erfc(-x / sg.sqrt(2.0)))),
     Piece("exp(x) * sigmoid(-x)", lambda x, c: sg.exp(x) * sg.sigmoid(-x)),
     Piece("log1p(-sigmoid(x))", lambda x, c: sg.log1p(-sg.sigmoid(x))),
     Piece("c1 - sigmoid(x)", lambda x, c: c(1.0000001) - sg.sigmoid(x)),
@@ -150,6 +152,7 @@ PIECES = [
     Piece("exp(x) / (exp(x) + exp(c - x))", lambda x, c: sg.exp(x) / (sg.exp(x) + sg.exp(c(0.5) - x))),
     Piece("log(x + sqrt(x * x + c))", lambda x, c: sg.log(x + sg.sqrt(x * x + c(1.0)))),
     Piece("exp(x) - c + exp(-x)", lambda x, c: sg.exp(x) - c(2.0) + sg.exp(-x)),
+    Piece("sqrt(x + c) - sqrt(x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(x)),
     Piece("c * exp(x) + c / exp(x)", lambda x, c: c(0.5) * sg.exp(x) + c(0.5) / sg.exp(x)),
     Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),
     # (the erf-complement, normal-CDF-from-erf, sigmoid-difference and inverse-Gudermannian identities
@@ -183,6 +186,7 @@ PIECES = [
     Piece("log(x + sqrt(x * x + c2))", lambda x, c: sg.log(x + sg.sqrt(x * x + c(2.0)))),
     Piece("c * exp(x) - c2 / exp(x)", lambda x, c: c(0.5) * sg.exp(x) - c(0.25) / sg.exp(x)),
     Piece("c * cosh(x) - c2", lambda x, c: c(2.0) * sg.cosh(x) - c(1.0)),
+    Piece("sqrt(x + c) - sqrt(c2 * x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(c(2.0) * x)),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]

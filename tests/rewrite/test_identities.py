@@ -441,6 +441,16 @@ CASES = [
         arity=2,
     ),
     Case(
+        "sqrt(x + 1) - sqrt(x)",
+        "conjugate_from_difference_of_roots",
+        lambda x: sg.sqrt(x + 1.0) - sg.sqrt(x),
+        lambda x, k: _sqrt(x + 1) - _sqrt(x),
+        (1e-300, 1e-20, 0.5, 3.0, 1e10, 1e20, 1e300),
+        (1e-30, 1e-6, 0.5, 3.0, 1e10, 1e30),
+        lambda x: sg.sqrt(x + 1.0) - sg.sqrt(2.0 * x),
+        (NAN, 0.0),
+    ),
+    Case(
         "log(x + sqrt(x*x + 1))",
         "inverse_hyperbolic_from_log",
         lambda x: sg.log(x + sg.sqrt(x * x + 1.0)),

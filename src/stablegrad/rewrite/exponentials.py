@@ -5,6 +5,8 @@
   `2·cosh(x)` (and `2·cosh(x) - 2` is `4·sinh(x/2)²`), their quotient `tanh(x)`, `2·sigmoid(2x) - 1` is `tanh(x)` too, and the logs
   of the first two are `logdiffexp(x, -x)` and `logaddexp(x, -x)`;
 - the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`;
+- a difference of square roots (which Herbie's suite counts with them): `√(x + c) - √x` is
+  `c / (√(x + c) + √x)`;
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
   `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
 
@@ -354,6 +356,39 @@ def inverse_gudermannian_from_log_tan(node):
     return fits((gd if sign == 1 else negate(gd)) + outside, node)
 
 
+# -- a difference of square roots ----------------------------------------------------------------------
+def _plus_positive_constant(v: Variable) -> tuple[Variable, Variable] | None:
+    """(x, c) for v = x + c (either order), c a positive finite constant."""
+    total = owner(v, Add)
+    if total is None:
+        return None
+    for x, c in (total.inputs, total.inputs[::-1]):
+        value = constant_value(c)
+        if value is not None and 0 < value < np.inf:
+            return x, c
+    return None
+
+
+@rewrite(_S, _REC, Subtract)
+def conjugate_from_difference_of_roots(node):
+    """√(x + c) - √x → c / (√(x + c) + √x), and √x - √(x + c) → -c / (√(x + c) + √x), c a positive
+    constant (`sqrt` or `** 0.5`): the difference of roots times its conjugate (Herbie's "2sqrt").
+
+    Written, the roots cancel for x >> c: all digits are lost by x ≈ c·2⁵³ (the answer is about
+    c / (2√x)), and so does the derivative, a difference of 1/(2√·) terms. The domain is the
+    written one: x < 0 makes √x NaN in both. A non-constant or non-positive c must not fire.
+    """
+    a, b = (_sqrt_argument(v) for v in node.inputs)
+    if a is None or b is None:
+        return None
+    for shifted, plain, sign in ((a, b, 1.0), (b, a, -1.0)):
+        pair = _plus_positive_constant(shifted)
+        if pair is not None and pair[0] is plain:
+            quotient = pair[1] / (node.inputs[0] + node.inputs[1])
+            return fits(quotient if sign == 1.0 else negate(quotient), node)
+    return None
+
+
 # -- two-term softmax ---------------------------------------------------------------------------------
 @rewrite(_S, _REC, Divide)
 def sigmoid_from_two_term_softmax(node):
@@ -383,6 +418,7 @@ RULES = (
     log_of_twice_hyperbolic,
     sigmoid_from_two_term_softmax,
     sinh_squared_from_cosh_minus_one,
+    conjugate_from_difference_of_roots,
     inverse_hyperbolic_from_log,
     inverse_gudermannian_from_log_tan,
 )
