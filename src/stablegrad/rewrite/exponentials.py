@@ -1,17 +1,17 @@
-"""Identities of the exp/log family that remove a cancellation the written formula makes:
+"""Identities of the exp/log family that remove a cancellation the written formula makes
+(Herbie's benchmark suite has each: its atanh, hyperbolic, logistic, map-projection and
+root-difference benchmarks):
 
 - the log of the atanh ratio: `log((1 + x) / (1 - x))` is `log1p(x) - log1p(-x)`;
-- opposite exponentials: `exp(x) - exp(-x)` is `2·sinh(x)`, `exp(x) + exp(-x)` is
-  `2·cosh(x)` (and `2·cosh(x) - 2` is `4·sinh(x/2)²`), their quotient `tanh(x)`, `2·sigmoid(2x) - 1` is `tanh(x)` too, and the logs
-  of the first two are `logdiffexp(x, -x)` and `logaddexp(x, -x)`;
+- opposite exponentials: `c·exp(x) ∓ c·exp(-x)` is `2c·sinh(x)` / `2c·cosh(x)` (also among the
+  terms of a longer sum), `c·cosh(x) - c` is `2c·sinh(x/2)²`, sinh/cosh is `tanh`, so is
+  `2·sigmoid(2x) - 1`, and the logs of `2·sinh(x)` and `2·cosh(x)` are `logdiffexp(x, -x)`
+  and `log(2) + log_cosh(x)`;
 - the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`;
-- a difference of square roots (which Herbie's suite counts with them): `√(x + c) - √x` is
-  `c / (√(x + c) + √x)`;
+- a difference of square roots: `√(x + c) - √x` is `c / (√(x + c) + √x)`;
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
   `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
 
-Herbie's benchmark suite has each of them (its atanh, hyperbolic, logistic and map-projection
-benchmarks).
 Every rule keeps the written formula's domain (NaN stays NaN) and fires only on the exact
 constants it names.  They run in the STABILIZE phase after identities.RULES and chain with
 them (a replacement is rewritten again).
@@ -186,7 +186,7 @@ def sinh_squared_from_cosh_minus_one(node):
     if terms is None or len(terms) != 2:
         return None
     for (s1, t1), (s2, t2) in (terms, terms[::-1]):
-        scaled = _scaled_hyperbolic(t1, Cosh)
+        scaled = _scaled_call(t1, Cosh)
         k = constant_value(t2)
         if scaled is not None and k is not None and scaled[0] != 0 and s1 * scaled[0] == -s2 * k:
             c = s1 * scaled[0]
@@ -195,8 +195,8 @@ def sinh_squared_from_cosh_minus_one(node):
     return None
 
 
-def _scaled_hyperbolic(v: Variable, op_class: type) -> tuple[float, Variable] | None:
-    """(c, x) for v = c·f(x), f the hyperbolic function `op_class`, c a constant (1 if absent)."""
+def _scaled_call(v: Variable, op_class: type) -> tuple[float, Variable] | None:
+    """(c, x) for v = c·f(x), f an op of `op_class` (sinh, cosh, sigmoid), c a constant (1 if absent)."""
     direct = owner(v, op_class)
     if direct is not None:
         return 1.0, direct.inputs[0]
@@ -213,11 +213,11 @@ def _scaled_hyperbolic(v: Variable, op_class: type) -> tuple[float, Variable] | 
 def tanh_from_quotient(node):
     """c·sinh(x) / (d·cosh(x)) → (c/d)·tanh(x), so (exp(x) - exp(-x)) / (exp(x) + exp(-x)) → tanh(x).
 
-    Written with exponentials, the quotient is inf/inf = NaN past x ≈ 710 and cancels near 0;
-    with sinh/cosh, the quotient is NaN past x ≈ 710 as well. tanh is 1 there. Fires only for
-    the same x above and below.
+    Written with exponentials (or sinh and cosh), the quotient is inf/inf = NaN past |x| ≈ 710,
+    where tanh is ±1, and the exponentials' difference cancels near 0. Fires only for the same
+    x above and below.
     """
-    top, bottom = _scaled_hyperbolic(node.inputs[0], Sinh), _scaled_hyperbolic(node.inputs[1], Cosh)
+    top, bottom = _scaled_call(node.inputs[0], Sinh), _scaled_call(node.inputs[1], Cosh)
     if top is None or bottom is None or top[1] is not bottom[1] or bottom[0] == 0:
         return None
     ratio = top[0] / bottom[0]
@@ -237,7 +237,7 @@ def tanh_from_shifted_sigmoid(node):
     a, b = node.inputs
     minus_one = -1.0 if isinstance(node.op, Add) else 1.0
     for s, one in ((a, b), (b, a)) if isinstance(node.op, Add) else ((a, b),):
-        scaled = _scaled_hyperbolic(s, stable.Sigmoid)
+        scaled = _scaled_call(s, stable.Sigmoid)
         if scaled is not None and scaled[0] == 2.0 and is_constant(one, minus_one):
             return fits(tanh(scaled[1] / 2.0), node)
     return None
@@ -253,11 +253,11 @@ def log_of_twice_hyperbolic(node):
     log_cosh's is tanh(x).) Fires only for the factor 2 (the written sum of exponentials);
     log(sinh(x)) alone stays as written.
     """
-    sinh_of = _scaled_hyperbolic(node.inputs[0], Sinh)
+    sinh_of = _scaled_call(node.inputs[0], Sinh)
     if sinh_of is not None and sinh_of[0] == 2.0:
         x = sinh_of[1]
         return fits(stable.logdiffexp(x, negate(x)), node)
-    cosh_of = _scaled_hyperbolic(node.inputs[0], Cosh)
+    cosh_of = _scaled_call(node.inputs[0], Cosh)
     if cosh_of is not None and cosh_of[0] == 2.0:
         return fits(float(np.log(2.0)) + stable.log_cosh(cosh_of[1]), node)
     return None
