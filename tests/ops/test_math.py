@@ -272,6 +272,25 @@ def test_inverse_hyperbolic_functions_outside_their_domains():
     np.testing.assert_array_equal(asinh[4:6], [np.inf, -np.inf])
 
 
+def test_the_power_rule_keeps_its_accuracy_and_its_zeros():
+    x, y, c = sg.vector("x"), sg.vector("y"), sg.vector("c")
+    f = sg.function([x, y, c], sg.grad(sg.sum(c * x**y), x))
+    # x = 1e300, y = 1e-10: x**(y - 1) carries y - 1's rounding times |log x| (~700 ulps), out / x does not;
+    # y = 1.65e229: the cotangent times y overflows, where the derivative y·x**(y-1) underflows to 0;
+    # x = 1e-300, y = 1.5: out underflows, so x**(y - 1) itself
+    X = np.array([1e300, 2.1e-143, 1e-300, 3.0, -2.0])
+    Y = np.array([1e-10, 1.65e229, 1.5, 0.7, 3.0])
+    C = np.array([1.0, -1.15e85, 1.0, 1.0, 1.0])
+    got = f(X, Y, C)
+    with mpmath.workdps(60):
+        exact = [
+            float(mpmath.mpf(c) * mpmath.mpf(b) * mpmath.power(mpmath.mpf(a), mpmath.mpf(b) - 1))
+            for a, b, c in zip(X, Y, C)
+        ]
+    np.testing.assert_allclose(got, exact, rtol=4e-16, atol=0)
+    assert got[1] == 0.0
+
+
 def test_power_with_a_zero_cotangent_contributes_zero_where_the_power_overflows():
     c, y = sg.scalar("c"), sg.scalar("y")
     out = c * y**400.0  # at c = 0 the cost does not vary with y, though y**399 overflows
