@@ -475,3 +475,20 @@ def test_a_zero_weighted_exponential_of_nan_or_infinity_stays_nan_as_written():
         value = f(np.array([np.nan, np.inf, 1.0]), np.zeros(3))
     assert np.isnan(value[0]) and np.isnan(value[1])  # 0 · NaN and 0 · inf, as written
     assert value[2] == 0.0
+
+
+def test_float16_log_softmax_and_log_sigmoid_are_taken_before_the_rounding():
+    # float16's softmax and sigmoid are float32's, rounded: log of the rounded value is -inf
+    # below float16's smallest subnormal (6e-8), where log_softmax in float32 is about -18
+    x = sg.tensor("x", shape=(3,), dtype="float16")
+    values = np.array([0.0, 30.0, 12.0], dtype=np.float16)
+    outputs = [sg.log(sg.softmax(x)[::-1]), sg.log(sg.sigmoid(-x)), sg.exp(sg.log_softmax(x))]
+    f = sg.function([x], outputs)
+    log_p, log_s, p = f(values)
+    assert log_p.dtype == log_s.dtype == p.dtype == np.float16
+    wide = values.astype(np.float64)
+    exact_log_p = (wide - np.log(np.sum(np.exp(wide))))[::-1]
+    np.testing.assert_allclose(log_p, exact_log_p, rtol=2e-3, atol=6e-8)  # (-1.5e-8 rounds to -0)
+    np.testing.assert_allclose(log_s, -np.logaddexp(0.0, wide), rtol=2e-3)
+    np.testing.assert_allclose(p, np.exp(wide - np.log(np.sum(np.exp(wide)))), rtol=2e-3, atol=6e-8)
+    assert "[log_softmax_from_log_of_softmax]" in f.explain() and "[log_sigmoid_from_log_of_sigmoid]" in f.explain()

@@ -189,7 +189,7 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
     new_carry, y = result
     new_carries, _ = _flatten(new_carry)
     ys, ys_is_tuple = _flatten(y)
-    if naming:
+    if naming and len(new_carries) == len(init_vars):  # (a wrong count is _check_carries' error)
         new_carries = [named.laid_out_like("scan", c, v) for c, v in zip(new_carries, init_vars)]
     _check_carries(init_vars, new_carries, location)
     new_carries = [c if c.dtype == v.dtype else c.astype(v.dtype) for c, v in zip(new_carries, init_vars)]

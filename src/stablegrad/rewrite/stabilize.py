@@ -16,6 +16,7 @@ import numpy as np
 
 from ..graph.basic import Constant, Variable
 from ..ops import stable
+from ..ops.base import astype
 from ..ops.creation import ones_like, zeros_like
 from ..ops.elementwise import (
     Add,
@@ -287,9 +288,27 @@ def softmax_from_exp_log_softmax(node):
 
 
 def _same_reduction_as(node, source, target):
-    """`target` over the axes and mask of node's operand, when that operand is a `source` node."""
-    s = owner(node.inputs[0], source)
-    return fits(target(s.op.axes, s.op.masked)(*s.inputs), node) if s is not None else None
+    """`target` over the axes and mask of node's operand, when that operand is a `source` node
+    (or one cast down to a narrower float: float16's softmax is float32's, rounded)."""
+    s = owner(_widened(node.inputs[0]), source)
+    return fits(_narrowed_as(target(s.op.axes, s.op.masked)(*s.inputs), node), node) if s is not None else None
+
+
+def _widened(v: Variable) -> Variable:
+    """v's float operand where v casts it down to a narrower float (the stable ops compute float16
+    in float32), else v: a rule on f(v) may then build f of the wider value, and round once."""
+    cast = owner(v, Cast)
+    if cast is None:
+        return v
+    wide = cast.inputs[0]
+    narrower = wide.dtype.kind == "f" and v.dtype.kind == "f" and wide.dtype.itemsize > v.dtype.itemsize
+    return wide if narrower else v
+
+
+def _narrowed_as(result: Variable, node) -> Variable:
+    """result in node's dtype, where `_widened` took it to a wider one."""
+    dtype = node.outputs[0].dtype
+    return result if result.dtype == dtype else astype(result, dtype)
 
 
 @rewrite(_S, _REC, Negative)
@@ -508,9 +527,10 @@ def sigmoid_from_one_minus_sigmoid(node):
 
 @rewrite(_S, _REC, Log)
 def log_sigmoid_from_log_of_sigmoid(node):
-    """log(sigmoid(x)) → log_sigmoid(x) (and through the rules above, log(1/(1+exp(-x))), log(1-sigmoid(x)))."""
-    sig = owner(node.inputs[0], stable.Sigmoid)
-    return fits(stable.log_sigmoid(sig.inputs[0]), node) if sig is not None else None
+    """log(sigmoid(x)) → log_sigmoid(x) (and through the rules above, log(1/(1+exp(-x))), log(1-sigmoid(x)));
+    a float16 sigmoid, which is float32's rounded, is taken before the rounding."""
+    sig = owner(_widened(node.inputs[0]), stable.Sigmoid)
+    return fits(_narrowed_as(stable.log_sigmoid(sig.inputs[0]), node), node) if sig is not None else None
 
 
 @rewrite(_S, _REC, Negative)
