@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 
 import stablegrad as sg
 from stablegrad.audit.mpmath_eval import DEFAULT_DPS, evaluate, to_float
+from stablegrad.graph.basic import toposort
 from stablegrad.graph.printing import expression
 from stablegrad.ops.stable import Softplus
 from stablegrad.rewrite import pipeline
@@ -307,13 +308,26 @@ def check(case: Case, backend: str = "numpy") -> None:
         try:
             compare(backend == "jax", lim)
         except AssertionError:
-            if label != "gradient":
-                raise
+            if label == "value":
+                if limits or not _passes_through_infinity(x, out, case.values):
+                    raise
+                # an infinite value on the way (log(1 - x) at x = 1): the exact NaN after it is
+                # an indeterminate form, whose limit the recognised formula may take, as it does
+                # for an infinite input
+                _compare(label, g, n, e, where, True, nan_allowed, case.precision, backend == "jax", lim)
+                continue
             # held to the conditioning instead: what rounding the input by an ulp does to the exact
             # gradient (where terms of size e^x cancel to 0 at a tie, rounding of their order is
             # the answer's uncertainty, and a floor of 1 does not cover it)
             wobbled = _reference(x, written[1:], _one_ulp_off(case.values))[0]
             compare(backend == "jax", lim, conditioning=np.abs(wobbled - e))
+
+
+def _passes_through_infinity(x, out, values: np.ndarray) -> bool:
+    """Whether some node of the written formula is exactly ±inf at these (finite) inputs."""
+    inner = [o for node in toposort([out]) for o in node.outputs if o.dtype.kind == "f"]
+    exact = _reference(x, inner, values)
+    return any(np.isinf(v).any() for v in exact)
 
 
 def _one_ulp_off(values: np.ndarray) -> np.ndarray:
