@@ -70,6 +70,7 @@ class Function:
         self._single = isinstance(outputs, Variable)
         self.outputs = [outputs] if self._single else list(outputs)
         _check_signature(self.inputs, self.outputs)
+        self._dataarray = _dataarray_type() if xarray else None
         self.recognition = recognition
         self.backend = backend
         # one graph, one meaning: a gradient of a recognised formula in `outputs` is, without
@@ -91,7 +92,6 @@ class Function:
             self._program = target.compile(self.graph, options)
         self._called = False
         self._checks = [_argument_check(i, v) for i, v in enumerate(self.inputs)]
-        self._dataarray = _dataarray_type() if xarray else None
 
     def explain(self, file=None) -> str:
         """Which rewrites fired, each with the user's source line, e.g.
@@ -119,14 +119,14 @@ class Function:
             with Stages(f"sg.function: first call (backend={self.backend!r} compiles for these arguments)", delay=SLOW):
                 results = self._program.run(values)
             self._called = True
-        arrays = [self._as_result(r, v) for r, v in zip(results, self.outputs)]
-        return arrays[0] if self._single else arrays
-
-    def _as_result(self, value, output: Variable):
-        array = np.asarray(value)
-        if self._dataarray is None or output.dims is None:
-            return array
-        return self._dataarray(array, dims=output.dims)
+        dataarray = self._dataarray
+        if dataarray is not None:
+            arrays = [np.asarray(r) for r in results]
+            arrays = [a if v.dims is None else dataarray(a, dims=v.dims) for a, v in zip(arrays, self.outputs)]
+            return arrays[0] if self._single else arrays
+        if self._single:  # (the common case first: a call on small arrays costs microseconds)
+            return np.asarray(results[0])
+        return [np.asarray(r) for r in results]
 
     def _by_name(self, args: tuple, named: dict) -> tuple:
         """The arguments in input order, from positional ones and ones named by input name."""
