@@ -31,6 +31,10 @@ def _sqrt(v):
     return mp.nan if mp.isnan(v) or v < 0 else mp.sqrt(v)
 
 
+def _power(base, a):
+    return mp.nan if mp.isnan(base) or base < 0 else mp.power(base, a)
+
+
 def _log1p(v):
     return _log(1 + v)
 
@@ -449,6 +453,26 @@ CASES = [
         (1e-30, 1e-6, 0.5, 3.0, 1e10, 1e30),
         lambda x: sg.sqrt(x + 1.0) - sg.sqrt(2.0 * x),
         (NAN, 0.0),
+    ),
+    Case(
+        "(1 + x) ** 3.5 - 1",
+        "expm1_from_power_near_one",
+        lambda x: (1.0 + x) ** 3.5 - 1.0,
+        lambda x, k: _power(1 + x, 3.5) - 1,
+        (-0.5, -1e-10, 0.0, 1e-20, 0.1, 0.3, 2.0, 40.0),
+        (-0.5, -1e-6, 0.0, 1e-20, 0.1, 0.3, 2.0, 40.0),
+        lambda x: (1.0 + x) ** 3.5 - 2.0,
+        (INF, INF),  # (C's pow: (-inf) ** 3.5 is +inf, as written)
+    ),
+    Case(
+        "1 - (1 - x) ** 2.5",
+        "expm1_from_power_near_one",
+        lambda x: 1.0 - (1.0 - x) ** 2.5,
+        lambda x, k: 1 - _power(1 - x, 2.5),
+        (-40.0, -0.3, -1e-10, 0.0, 1e-20, 0.1, 0.5, 0.999),
+        (-40.0, -0.3, -1e-6, 0.0, 1e-20, 0.1, 0.5, 0.999),
+        lambda x: 1.5 - (1.0 - x) ** 2.5,
+        (-INF, -INF),
     ),
     Case(
         "log(x + sqrt(x*x + 1))",

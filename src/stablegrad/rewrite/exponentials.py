@@ -9,6 +9,7 @@ root-difference benchmarks):
   and `log(2) + log_cosh(x)`;
 - the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`;
 - a difference of square roots: `√(x + c) - √x` is `c / (√(x + c) + √x)`;
+- a power near one: `(1 + t)**a - 1` is `expm1(a·log1p(t))` where |a·log1p(t)| < 1;
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
   `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
 
@@ -23,8 +24,8 @@ import numpy as np
 
 from ..graph.basic import Apply, Variable
 from ..ops import stable
-from ..ops.elementwise import Add, Divide, Multiply, Reciprocal, Sqrt, Subtract, greater, where
-from ..ops.math import Cosh, Exp, Log, Power, Sinh, Tan, arccosh, arcsinh, cos, cosh, log1p, sinh, tan, tanh
+from ..ops.elementwise import Add, Divide, Multiply, Reciprocal, Sqrt, Subtract, absolute, greater, less, where
+from ..ops.math import Cosh, Exp, Log, Power, Sinh, Tan, arccosh, arcsinh, cos, cosh, expm1, log1p, sinh, tan, tanh
 from .engine import Kind, Phase, rewrite
 from .patterns import (
     constant_value,
@@ -263,6 +264,35 @@ def log_of_twice_hyperbolic(node):
     return None
 
 
+# -- a power near one -----------------------------------------------------------------------------------
+@rewrite(_S, _REC, Subtract)
+def expm1_from_power_near_one(node):
+    """(1 + t)**a - 1 → expm1(a·log1p(t)) and 1 - (1 + t)**a → -expm1(a·log1p(t)) (`1 - t` and
+    `t + 1` alike), where |a·log1p(t)| < 1; elsewhere the formula as written (`(1 + t)**a + (-1)`).
+
+    Written, 1 + t rounds t (all of it below t ≈ 1e-16) and the power then sits within an ulp
+    of 1, so the difference keeps only the rounding: "compound interest" (1 + i/n)**n - 1 and
+    1 - (1 - p)**a lose every digit for small i/n, p. Where |a·log1p(t)| ≥ 1 the power is at
+    least e or at most 1/e, the written difference is accurate, and the replacement's
+    exp(a·log1p(t)) would be less so (|a·log1p(t)| ulps): the written formula stays there, as
+    it does where 1 + t < 0 (an integer power of a negative base). Other constants than 1 must
+    not fire.
+    """
+    a, b = node.inputs
+    for power_side, one, sign in ((a, b, 1.0), (b, a, -1.0)):
+        power = owner(power_side, Power)
+        base = _one_plus(power.inputs[0]) if power is not None and is_constant(one, 1.0) else None
+        if base is None:
+            continue
+        t = base[1] if base[0] == 1 else negate(base[1])
+        y = power.inputs[1] * log1p(t)
+        near_one = expm1(y) if sign == 1.0 else negate(expm1(y))
+        # (an Add, which this rule does not match: the written branch is not rewritten again)
+        written = power_side + (-1.0) if sign == 1.0 else negate(power_side) + 1.0
+        return fits(where(less(absolute(y), 1.0), near_one, written), node)
+    return None
+
+
 # -- inverse hyperbolic functions ----------------------------------------------------------------------
 def _sqrt_argument(v: Variable) -> Variable | None:
     node = owner(v, Sqrt)
@@ -419,6 +449,7 @@ RULES = (
     sigmoid_from_two_term_softmax,
     sinh_squared_from_cosh_minus_one,
     conjugate_from_difference_of_roots,
+    expm1_from_power_near_one,
     inverse_hyperbolic_from_log,
     inverse_gudermannian_from_log_tan,
 )
