@@ -165,9 +165,9 @@ def dot(a, b, dim=None):
     a, b = as_operands(a, b)
     a_dims, b_dims = _dims_of("dot", a), _dims_of("dot", b)
     contracted = (dim,) if isinstance(dim, str) else tuple(dim)
-    for name in contracted:
-        names.axes_of("dot", names.union([a_dims, b_dims]), name)
     all_dims = names.union([a_dims, b_dims])
+    for name in contracted:
+        names.axes_of("dot", all_dims, name)
     _check_extents("dot", [a, b], all_dims, broadcasts=False)
     letter = dict(zip(all_dims, string.ascii_letters))
     kept = tuple(name for name in all_dims if name not in contracted)
