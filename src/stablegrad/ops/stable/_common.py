@@ -16,7 +16,7 @@ from ...errors import DTypeError, ShapeError
 from ...graph.basic import Variable
 from ...graph.types import broadcast_shapes, normalize_axis
 from ..base import as_operands
-from ..elementwise import astype, equal, where
+from ..elementwise import astype, equal, isinf, logical_and, where
 from ..math import log1p
 from ..reduction import Sum, _Extremum
 from ..shape import ExpandDims, Squeeze
@@ -115,5 +115,8 @@ def softmax_vjp(axes: tuple[int, ...], p: Variable, g: Variable) -> Variable:
     """
     top = equal(p, MaxShift(axes, keepdims=True)(p))
     c = Sum(axes, keepdims=True)(where(top, g, 0)) / Sum(axes, keepdims=True)(astype(top, g.dtype))
-    d = g - c
+    # an entry of probability 0 (a -inf logit) takes no part, also where its cotangent is
+    # infinite: the label gradient -log_softmax of an entropy or a cross-entropy with the
+    # softmax as labels is +inf there, and 0 · inf would make the whole row NaN
+    d = where(logical_and(equal(p, 0), isinf(g)), 0, g - c)
     return p * (d - Sum(axes, keepdims=True)(p * d))
