@@ -44,8 +44,10 @@ class Power(Elementwise):
             gx = g
         else:
             # a zero cotangent contributes nothing, also where x**(y-1) overflows (0 · c·x**400 at x = 10);
-            # the derivative y·x**(y-1) before the cotangent: g·y may overflow where the derivative is 0
-            gx = where(equal(g, 0), 0, g * (y * _power_less_one(x, y, out)))
+            # x**0 is the constant 1, also at x = 0, where y·x**(y-1) would be 0 · inf (a polynomial's
+            # constant term written c·x**0); the derivative before the cotangent: g·y may overflow
+            # where the derivative is 0
+            gx = where(equal(g, 0) | equal(y, 0), 0, g * (y * _power_less_one(x, y, out)))
         safe_x = where(equal(x, 0), 1, x)
         gy = where(equal(x, 0) | equal(g, 0), 0, g * out * log(safe_x))
         return [gx, gy]
