@@ -156,6 +156,10 @@ PIECES = [
     Piece("sqrt(x + c) - sqrt(x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(x)),
     Piece("c * exp(x) + c / exp(x)", lambda x, c: c(0.5) * sg.exp(x) + c(0.5) / sg.exp(x)),
     Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),
+    Piece("sqrt(sum(x * x))", lambda x, c: sg.sqrt(_sum(x * x))),
+    Piece("sqrt(mean(x**2))", lambda x, c: sg.sqrt(sg.mean(x**2, axis=-1, keepdims=True))),
+    Piece("sqrt(x * x + square(c * x))", lambda x, c: sg.sqrt(x * x + sg.square(c(0.5) * x))),
+    Piece("sqrt(x * x)", lambda x, c: sg.sqrt(x * x)),
     # (the erf-complement, normal-CDF-from-erf, sigmoid-difference and inverse-Gudermannian identities
     # are tested in test_identities (the last takes a written π/4 for π/4, which the fuzzer's exact
     # reference of the written formula does not): their exact values, 1 + erf(-30) say, need more digits than the reference has)
@@ -188,6 +192,8 @@ PIECES = [
     Piece("c * exp(x) - c2 / exp(x)", lambda x, c: c(0.5) * sg.exp(x) - c(0.25) / sg.exp(x)),
     Piece("c * cosh(x) - c2", lambda x, c: c(2.0) * sg.cosh(x) - c(1.0)),
     Piece("sqrt(x + c) - sqrt(c2 * x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(c(2.0) * x)),
+    Piece("sqrt(sum(x * x) + c)", lambda x, c: sg.sqrt(_sum(x * x) + c(1.0))),
+    Piece("sqrt(x * x - c * x)", lambda x, c: sg.sqrt(x * x - c(0.5) * x)),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]

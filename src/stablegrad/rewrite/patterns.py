@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.basic import Apply, Constant, Op, Variable
-from ..ops.base import Entrywise
+from ..ops.base import Cast, Entrywise
 from ..ops.elementwise import Add, Divide, Multiply, Negative, Square, Subtract, negative
 from ..ops.indexing import Index
 from ..ops.math import Power
-from ..ops.shape import BroadcastTo, ExpandDims, Reshape, Squeeze, Transpose
+from ..ops.shape import BroadcastTo, ExpandDims, Reshape, ShapeDim, Squeeze, Transpose
 
 #: ops that only move, drop or repeat entries: an entrywise op of one operand commutes with them
 LAYOUT = (Index, Transpose, ExpandDims, Squeeze, Reshape, BroadcastTo)
@@ -55,6 +55,18 @@ def constant_value(v: Variable) -> float | None:
     if not np.all(flat == first):
         return None
     return float(first)
+
+
+def is_count(v: Variable) -> bool:
+    """Whether v is a number of entries: a product of extents, perhaps cast (mean's divisor)."""
+    node = v.owner
+    if node is None:
+        return constant_value(v) is not None and constant_value(v) > 0  # type: ignore[operator]
+    if isinstance(node.op, ShapeDim):
+        return True
+    if isinstance(node.op, Cast | Multiply):
+        return all(is_count(x) for x in node.inputs)
+    return False
 
 
 def is_constant(v: Variable, value: float) -> bool:

@@ -48,6 +48,7 @@ from .patterns import (
     entrywise_operand,
     fits,
     is_constant,
+    is_count,
     is_negation,
     negate,
     owner,
@@ -210,7 +211,7 @@ def log_of_sum_over_count(node):
     if x is not None and _counts_entries(n, total.inputs[0], total.op.axes):
         return fits(stable.logmeanexp(x, axis=total.op.axes, keepdims=total.op.keepdims), node)
     value = constant_value(n)
-    if not (value is not None and value > 0) and not _is_count(n):
+    if not (value is not None and value > 0) and not is_count(n):
         return None
     return fits(log(quotient.inputs[0]) - log(n), node)
 
@@ -689,18 +690,6 @@ def sum_of_logs_from_log_of_prod(node):
         return None
 
     return fits(Sum(p.op.axes, p.op.keepdims)(log(p.inputs[0])), node)
-
-
-def _is_count(v: Variable) -> bool:
-    """Whether v is a number of entries: a product of extents, perhaps cast (mean's divisor)."""
-    node = v.owner
-    if node is None:
-        return constant_value(v) is not None and constant_value(v) > 0  # type: ignore[operator]
-    if isinstance(node.op, ShapeDim):
-        return True
-    if isinstance(node.op, Cast | Multiply):
-        return all(_is_count(x) for x in node.inputs)
-    return False
 
 
 def _positive(v: Variable) -> bool:
