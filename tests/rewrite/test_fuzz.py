@@ -157,6 +157,8 @@ PIECES = [
     Piece("c * exp(x) + c / exp(x)", lambda x, c: c(0.5) * sg.exp(x) + c(0.5) / sg.exp(x)),
     Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),
     Piece("sqrt(sum(x * x))", lambda x, c: sg.sqrt(_sum(x * x))),
+    Piece("log(ndtr(x))", lambda x, c: sg.log(sg.ndtr(x))),
+    Piece("log(c - ndtr(x))", lambda x, c: sg.log(c(1.0) - sg.ndtr(x))),
     Piece("sqrt(mean(x**2))", lambda x, c: sg.sqrt(sg.mean(x**2, axis=-1, keepdims=True))),
     Piece("sqrt(x * x + square(c * x))", lambda x, c: sg.sqrt(x * x + sg.square(c(0.5) * x))),
     Piece("sqrt(x * x)", lambda x, c: sg.sqrt(x * x)),
@@ -193,6 +195,7 @@ PIECES = [
     Piece("c * cosh(x) - c2", lambda x, c: c(2.0) * sg.cosh(x) - c(1.0)),
     Piece("sqrt(x + c) - sqrt(c2 * x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(c(2.0) * x)),
     Piece("sqrt(sum(x * x) + c)", lambda x, c: sg.sqrt(_sum(x * x) + c(1.0))),
+    Piece("log(c2 - ndtr(x))", lambda x, c: sg.log(c(1.5) - sg.ndtr(x))),
     Piece("sqrt(x * x - c * x)", lambda x, c: sg.sqrt(x * x - c(0.5) * x)),
 ]
 

@@ -116,7 +116,7 @@ CASES = [
         "erf + (-1)", lambda x: sg.erf(x) + (-1.0), lambda x, k: mp.erf(x) - 1, (-2, 0), lambda x: sg.erf(x) + (-1.5)
     ),
     _erf_case(
-        "1 + (-erf)", lambda x: 1.0 + (-sg.erf(x)), lambda x, k: 1 - mp.erf(x), (2, 0), lambda x: 1.0 + (-sg.erfc(x))
+        "1 + (-erf)", lambda x: 1.0 + (-sg.erf(x)), lambda x, k: 1 - mp.erf(x), (2, 0), lambda x: 2.0 + (-sg.erf(x))
     ),
     Case(
         "exp(x²) erfc(x)",
@@ -202,6 +202,74 @@ CASES = [
         (0.0, -INF),
         ulps=64,
         huge=1e5,
+    ),
+    Case(
+        "1 - erfc",
+        "erf_from_one_minus_erfc",
+        lambda x: 1.0 - sg.erfc(x),
+        lambda x, k: 1 - mp.erfc(x),
+        (-30.0, -3.0, -1e-10, 0.0, 1e-20, 1e-8, 0.5, 3.0, 26.5),
+        (-9.0, -1.0, -1e-6, 0.0, 1e-20, 1e-4, 2.0, 9.0),
+        lambda x: 1.0 - 2.0 * sg.erfc(x),
+        (-1.0, 1.0),
+        huge=1e5,
+    ),
+    Case(
+        "erfc + (-1)",
+        "erf_from_one_minus_erfc",
+        lambda x: sg.erfc(x) + (-1.0),
+        lambda x, k: mp.erfc(x) - 1,
+        (-30.0, -1e-10, 0.0, 1e-20, 1e-8, 3.0),
+        (-9.0, -1e-6, 0.0, 1e-20, 2.0),
+        lambda x: sg.erfc(x) + 1.0,
+        (1.0, -1.0),
+        huge=1e5,
+    ),
+    Case(
+        "1 - ndtr",
+        "normal_survival_from_one_minus_ndtr",
+        lambda x: 1.0 - sg.ndtr(x),
+        lambda x, k: 1 - mp.ncdf(x),
+        NDTR,
+        NDTR32,
+        lambda x: 1.5 - sg.ndtr(x),
+        (1.0, 0.0),
+        huge=1e5,
+    ),
+    Case(
+        "log(ndtr)",
+        "log_ndtr_from_log_of_ndtr",
+        lambda x: sg.log(sg.ndtr(x)),
+        lambda x, k: _log(mp.ncdf(x)),
+        NDTR,
+        NDTR32,
+        lambda x: sg.log(sg.ndtr(x) + 0.5),
+        (-INF, 0.0),
+        huge=1e5,
+    ),
+    Case(
+        "log(1 - ndtr)",
+        "log_ndtr_from_log_of_ndtr",
+        lambda x: sg.log(1.0 - sg.ndtr(x)),
+        lambda x, k: _log(1 - mp.ncdf(x)),
+        tuple(-p for p in NDTR),
+        tuple(-p for p in NDTR32),
+        lambda x: sg.log(1.0 - 0.5 * sg.ndtr(x)),
+        (0.0, -INF),
+        huge=1e5,
+        far=lambda x, k: _log(mp.ncdf(-x)),  # (1 - Φ(1e5) = e^-5e9 is 0 at 900 digits)
+    ),
+    Case(
+        "log1p(-ndtr)",
+        "log_ndtr_from_log_of_ndtr",
+        lambda x: sg.log1p(-sg.ndtr(x)),
+        lambda x, k: _log(1 - mp.ncdf(x)),
+        tuple(-p for p in NDTR),
+        tuple(-p for p in NDTR32),
+        lambda x: sg.log1p(-0.5 * sg.ndtr(x)),
+        (0.0, -INF),
+        huge=1e5,
+        far=lambda x, k: _log(mp.ncdf(-x)),  # (1 - Φ(1e5) = e^-5e9 is 0 at 900 digits)
     ),
     Case(
         "exp(x) σ(-x)",
