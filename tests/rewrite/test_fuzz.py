@@ -158,6 +158,8 @@ PIECES = [
     Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),
     Piece("sqrt(sum(x * x))", lambda x, c: sg.sqrt(_sum(x * x))),
     Piece("log(ndtr(x))", lambda x, c: sg.log(sg.ndtr(x))),
+    Piece("log(cumsum(exp(x)))", lambda x, c: sg.log(sg.cumsum(sg.exp(x), axis=-1))),
+    Piece("logit(sigmoid(x))", lambda x, c: sg.logit(sg.sigmoid(x))),
     Piece("log(c - ndtr(x))", lambda x, c: sg.log(c(1.0) - sg.ndtr(x))),
     Piece("sqrt(mean(x**2))", lambda x, c: sg.sqrt(sg.mean(x**2, axis=-1, keepdims=True))),
     Piece("sqrt(x * x + square(c * x))", lambda x, c: sg.sqrt(x * x + sg.square(c(0.5) * x))),
@@ -196,6 +198,7 @@ PIECES = [
     Piece("sqrt(x + c) - sqrt(c2 * x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(c(2.0) * x)),
     Piece("sqrt(sum(x * x) + c)", lambda x, c: sg.sqrt(_sum(x * x) + c(1.0))),
     Piece("log(c2 - ndtr(x))", lambda x, c: sg.log(c(1.5) - sg.ndtr(x))),
+    Piece("log(cumsum(exp(x)) + c)", lambda x, c: sg.log(sg.cumsum(sg.exp(x), axis=-1) + c(1.0))),
     Piece("sqrt(x * x - c * x)", lambda x, c: sg.sqrt(x * x - c(0.5) * x)),
 ]
 

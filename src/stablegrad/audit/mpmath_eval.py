@@ -288,6 +288,7 @@ def _register() -> None:
     MPMATH_IMPLEMENTATIONS[r.Any] = lambda op, x: op.perform(_truth(x))
     MPMATH_IMPLEMENTATIONS[r.All] = lambda op, x: op.perform(_truth(x))
     MPMATH_IMPLEMENTATIONS[r.ArgExtremum] = _arg_extremum
+    MPMATH_IMPLEMENTATIONS[r.CumSum] = _exact_or_native(r.CumSum, _cumsum)
     # data movement: NumPy's own implementation works on object arrays unchanged
     data_movement: tuple[type, ...] = (
         s.ShapeDim,
@@ -398,6 +399,10 @@ def _mp_slogdet(op, a):
     sign = np.frompyfunc(lambda v: mpmath.mpf((v > 0) - (v < 0)), 1, 1)(det)
     logabsdet = np.frompyfunc(lambda v: mpmath.log(abs(v)) if v != 0 else mpmath.mpf("-inf"), 1, 1)(det)
     return _objects(sign), _objects(logabsdet)
+
+
+def _cumsum(op, x):
+    return np.add.accumulate(x, axis=op.axis, dtype=object) if x.shape[op.axis] else x
 
 
 def _logcumsumexp(op, x):

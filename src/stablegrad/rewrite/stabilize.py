@@ -38,7 +38,7 @@ from ..ops.elementwise import (
 )
 from ..ops.gradient_mask import MaskedGradient
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p, exp, expm1, log, log1p
-from ..ops.reduction import Prod, Sum
+from ..ops.reduction import CumSum, Prod, Sum
 from ..ops.shape import ShapeDim, stack
 from ..ops.stable import LogAddExp, LogSumExp
 from .engine import Kind, Phase, rewrite
@@ -104,6 +104,19 @@ def logsumexp_from_naive(node):
         if x is not None and weight.ndim <= x.ndim:
             return fits(stable.logsumexp(x, axis=axis, keepdims=keepdims, b=weight), node)
     return None
+
+
+@rewrite(_S, _REC, Log)
+def logcumsumexp_from_naive(node):
+    """log(cumsum(exp(x), axis)) → logcumsumexp(x, axis): a running log-partition (a survival
+    analysis' risk sets, a CTC or HMM prefix).
+
+    Written, the running sum overflows once any exp(x) does (x > 709 in float64, 88 in float32):
+    every later entry is inf, and the gradient NaN; below -745 the leading entries are log(0).
+    """
+    running = owner(node.inputs[0], CumSum)
+    x = _exp_argument(running.inputs[0]) if running is not None else None
+    return fits(stable.logcumsumexp(x, axis=running.op.axis), node) if x is not None else None
 
 
 @rewrite(_S, _REC, LogSumExp)
@@ -582,6 +595,23 @@ def logit_from_naive(node):
     return fits(stable.logit(p), node)
 
 
+@rewrite(_S, _REC, stable.Logit, stable.Sigmoid)
+def identity_from_logit_of_sigmoid(node):
+    """logit(sigmoid(x)) → x; sigmoid(logit(p)) → p where 0 <= p <= 1, NaN elsewhere (as written).
+
+    Written, σ(x) rounds to 1 past x ≈ 37 (17 in float32), and logit(1) = inf; and the round
+    trip p → logit → σ carries logit's rounding (|logit p| ulps: 690 at p = 1e-300).
+    """
+    inner = owner(node.inputs[0], stable.Sigmoid if isinstance(node.op, stable.Logit) else stable.Logit)
+    if inner is None:
+        return None
+    x = inner.inputs[0]
+    x = x if x.dtype == node.outputs[0].dtype else astype(x, node.outputs[0].dtype)
+    if isinstance(node.op, stable.Logit):
+        return fits(x, node)
+    return fits(where((x >= 0) & (x <= 1), x, np.nan), node)
+
+
 # -- x log y, log erfc, log prod --------------------------------------------------------------------------
 @rewrite(_S, _REC, Multiply)
 def xlogy_from_naive(node):
@@ -712,6 +742,7 @@ def _broadcasts_back(node) -> bool:
 
 RULES = (
     logsumexp_from_naive,
+    logcumsumexp_from_naive,
     logsumexp_with_weights_from_log,
     logsumexp_with_weights_from_logaddexp_of_logs,
     log_of_sum_over_count,
@@ -738,6 +769,7 @@ RULES = (
     log_sigmoid_from_x_minus_softplus,
     exp_from_sigmoid_odds,
     logit_from_naive,
+    identity_from_logit_of_sigmoid,
     xlogy_from_naive,
     xlogy_from_guarded,
     xexpx_from_naive,
