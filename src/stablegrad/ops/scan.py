@@ -25,7 +25,7 @@ from ..graph import hooks, names
 from ..graph.basic import ALL, Apply, Constant, Op, Reads, Variable, Zero, substitute, toposort
 from ..graph.types import TensorType
 from . import named
-from .base import as_operands
+from .base import Entrywise, as_operands
 from .creation import Alloc, zeros_like
 from .dims import labelled
 from .shape import ShapeDim
@@ -254,13 +254,34 @@ def _lift_free_variables(
     it is computed once outside and fed in, not recomputed at every step — except
     shape lookups, which stay in the body on the lifted operand: compiled for the
     loop's actual shapes, they fold to constants there (and with them, the sums that
-    undo broadcasting in a gradient), where a lifted extent would be opaque.
+    undo broadcasting in a gradient), where a lifted extent would be opaque; and
+    one-operand entrywise ops that only the body reads (`log(A)` of an HMM step), which
+    stay with it so that recognition sees them: `logsumexp(alpha[:, None] + log(A))`
+    becomes a logsumexp weighted by A, whose gradient at a zero transition is finite,
+    where a lifted log(A) would be an opaque -inf (the backends hoist it again).
     """
     nodes = toposort(outputs, stop=placeholders)
     varying = {p.id for p in placeholders}
     for node in nodes:
         if isinstance(node.op, ShapeDim) or any(v.id in varying for v in node.inputs):
             varying.update(o.id for o in node.outputs)
+    readers: dict[int, list[Apply]] = {}
+    for node in nodes:
+        for v in node.inputs:
+            readers.setdefault(v.id, []).append(node)
+    body_outputs = {o.id for o in outputs}
+    for node in reversed(nodes):  # (readers first: a chain log(exp(w)) stays whole)
+        (out, *more) = node.outputs
+        if (
+            not more
+            and out.id not in varying
+            and out.id not in body_outputs
+            and isinstance(node.op, Entrywise)
+            and len(node.inputs) == 1
+            and readers.get(out.id)
+            and all(r.outputs[0].id in varying for r in readers[out.id])
+        ):
+            varying.add(out.id)
     free: dict[int, Variable] = {}
     for node in nodes:
         if any(o.id in varying for o in node.outputs):

@@ -51,6 +51,7 @@ from ...ops.elementwise import (
     Multiply,
     Negative,
     Reciprocal,
+    Sign,
     Sqrt,
     Square,
     Subtract,
@@ -86,7 +87,14 @@ SMALLEST = 1024
 LARGEST = 200
 
 _COMPARE = {"less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=", "equal": "==", "not_equal": "!="}
-_LOGICAL = {"logical_and": "({0} and {1})", "logical_or": "({0} or {1})", "logical_xor": "({0} != {1})"}
+_LOGICAL = {
+    "logical_and": "({0} and {1})",
+    "logical_or": "({0} or {1})",
+    "logical_xor": "({0} != {1})",
+    "isnan": "({0} != {0})",
+    "isinf": "(abs({0}) == np.inf)",
+    "isfinite": "(abs({0}) < np.inf)",  # (NaN compares false)
+}
 _DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "bool", "int64", "int32"))
 
 
@@ -104,6 +112,7 @@ def scalar_form(op: Op) -> str | None:
         Abs: "abs({0})",
         Square: "{0} * {0}",
         Reciprocal: "1 / {0}",
+        Sign: "(1.0 if {0} > 0 else (-1.0 if {0} < 0 else (0.0 if {0} == 0 else {0})))",  # ±0 → 0, NaN → NaN
         Sqrt: "math.sqrt({0})",
         Exp: "exp({0})",  # the row kernels' exp: vectorises, within an ulp
         Expm1: "math.expm1({0})",
