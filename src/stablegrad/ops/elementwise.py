@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DTypeError
 from ..graph.basic import READS_NOTHING, READS_OUTPUTS, Constant, Reads, Variable
+from ..graph.types import is_inexact
 from .base import Cast as Cast  # casts belong to this family; defined in base, which needs them for operands
 from .base import Elementwise, as_operands, astype, zero_grad
 
@@ -407,7 +408,7 @@ def clip(x, a_min=None, a_max=None):
 
 def _extreme(dtype: np.dtype, largest: bool) -> np.ndarray:
     """The value no entry of `dtype` lies beyond: ±inf, an integer type's bound, or True/False."""
-    if dtype.kind in "fc":
+    if is_inexact(dtype):
         value = np.inf if largest else -np.inf
     elif dtype.kind in "iu":
         value = np.iinfo(dtype).max if largest else np.iinfo(dtype).min

@@ -28,6 +28,7 @@ import jax.scipy.special as jsp
 import numpy as np
 
 from ...errors import ExecutionError, ShapeError, StableGradError
+from ...graph.types import is_floating
 from ...ops import creation, decompositions, elementwise, indexing, linalg, reduction, shape
 from ...ops import math as math_ops
 from ...ops.base import _numpy_result_dtype
@@ -135,7 +136,7 @@ _FLOAT64 = np.dtype(np.float64)
 def lower_ufunc(op, *args):
     """Ops in `UFUNCS`: every operand in the output dtype (NumPy computes there), then the JAX function."""
     result = lower_ufunc_unguarded(op, *args)
-    if isinstance(op, ROUNDED) and result.dtype.kind == "f" and not is_static(result):
+    if isinstance(op, ROUNDED) and is_floating(result.dtype) and not is_static(result):
         return rounded(result)
     return result
 
@@ -167,7 +168,7 @@ def rounded(x):
 
 def _in_double(fn: Callable, x, dtype: np.dtype):
     """fn evaluated as SciPy does: in float64 for narrower floats, rounded back to `dtype`."""
-    if dtype.kind == "f" and dtype.itemsize < 8:
+    if is_floating(dtype) and dtype.itemsize < 8:
         return fn(jnp.asarray(x, dtype=_FLOAT64)).astype(dtype)
     return fn(jnp.asarray(x, dtype=dtype))
 
@@ -427,7 +428,7 @@ def lower_betaln(op, a, b):
     log-gammas never cancel; elsewhere the three log-gammas, which are small there.
     """
     dtype = _numpy_result_dtype(op, (np.dtype(a.dtype), np.dtype(b.dtype)))
-    compute = _FLOAT64 if dtype.kind != "f" or dtype.itemsize < 8 else dtype
+    compute = _FLOAT64 if not is_floating(dtype) or dtype.itemsize < 8 else dtype
     a, b = _cast([a, b], compute)
     small, large = jnp.minimum(a, b), jnp.maximum(a, b)
     # (an infinite argument stays with the three log-gammas: SciPy's -inf)
