@@ -147,13 +147,18 @@ class Negative(Elementwise):
 @final
 @dataclass(frozen=True)
 class Abs(Elementwise):
-    """|x|; the gradient at 0 is 0 (sign(0))."""
+    """|x|; the gradient at 0 is 0 (sign(0)).  For complex z, |z| is real and its gradient
+    conj(z)/|z| (JAX's convention, see ops/complex_parts.py), written |z|/z: no conj op here."""
 
     def perform(self, x):
         return np.abs(x)
 
     def pullback(self, inputs, outputs, grads):
-        return [grads[0] * sign(inputs[0])]
+        (x,), (g,) = inputs, grads
+        if x.dtype.kind == "c":  # (|z| recomputed: the pullback reads only the operand)
+            zero = equal(x, 0)
+            return [where(zero, 0, astype(g, x.dtype) * (astype(Abs()(x), x.dtype) / where(zero, 1, x)))]
+        return [g * sign(x)]
 
 
 @final

@@ -29,7 +29,7 @@ import numpy as np
 
 from ...errors import ExecutionError, ShapeError, StableGradError
 from ...graph.types import is_floating
-from ...ops import creation, decompositions, elementwise, indexing, linalg, reduction, shape
+from ...ops import complex_parts, creation, decompositions, elementwise, indexing, linalg, reduction, shape
 from ...ops import math as math_ops
 from ...ops.base import _numpy_result_dtype
 from ...ops.stable._common import MaxShift
@@ -118,6 +118,10 @@ UFUNCS: dict[type, Callable] = {
     math_ops.Arcsinh: jnp.arcsinh,
     math_ops.Arccosh: jnp.arccosh,
     math_ops.Arctanh: jnp.arctanh,
+    complex_parts.Real: jnp.real,
+    complex_parts.Imag: jnp.imag,
+    complex_parts.Conj: jnp.conjugate,
+    complex_parts.Angle: jnp.angle,
 }
 
 #: SciPy's special functions evaluate float16/float32 arguments in double precision and round
@@ -145,6 +149,9 @@ def lower_ufunc_unguarded(op, *args):
     """`lower_ufunc` without `rounded`: for a product or quotient that no node of the
     program reads, only its caller (`trace.Plan` picks it), so nothing can add to it."""
     dtype = _numpy_result_dtype(op, tuple(np.dtype(a.dtype) for a in args))
+    if dtype.kind != "c" and any(np.dtype(a.dtype).kind == "c" for a in args):
+        # |z|, Re z, Im z, arg z: complex in, real out (casting z first would drop its imaginary part)
+        return UFUNCS[type(op)](*args).astype(dtype)
     return UFUNCS[type(op)](*_cast(args, dtype))
 
 
@@ -204,7 +211,10 @@ def lower_where(op, c, x, y):
 
 
 def lower_cast(op, x):
-    return jnp.asarray(x).astype(op.dtype)
+    x = jnp.asarray(x)
+    if jnp.iscomplexobj(x) and op.dtype.kind != "c":  # the real part, as `Cast.perform` (without the warning)
+        x = jnp.real(x)
+    return x.astype(op.dtype)
 
 
 # -- reductions -------------------------------------------------------------------------------------------
