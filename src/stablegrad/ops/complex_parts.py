@@ -5,6 +5,9 @@ pullback is the transpose of the derivative as a real-linear map, with complex n
 by Re(a·b) (no conjugate).  So a holomorphic f pulls a cotangent c back to c·f'(z) — what
 `exp`, `log`, `*` and `sum` already do — and the gradient of a real cost C of z = x + iy is
 ∂C/∂x - i·∂C/∂y: `sg.grad(real(z) ** 2 + imag(z) ** 2, z)` is 2·conj(z), as `jax.grad` gives.
+Functions that are not holomorphic (these four, and `abs` of a complex number) are not their
+own transposes, so their forward-mode rules are written out (an elementwise op's default
+reads the tangent map off its pullback, which holds only for holomorphic ones).
 
 >>> import numpy as np, stablegrad as sg
 >>> z = sg.vector("z", dtype="complex128")
@@ -48,6 +51,9 @@ class Real(Elementwise):
         (z,), (g,) = inputs, grads
         return [_as_complex(g, z) if _complex(z) else g]
 
+    def pushforward(self, inputs, outputs, tangents):
+        return [None if tangents[0] is None else real(tangents[0])]
+
 
 @final
 @dataclass(frozen=True)
@@ -62,6 +68,10 @@ class Imag(Elementwise):
     def pullback(self, inputs, outputs, grads):
         (z,), (g,) = inputs, grads
         return [_as_complex(g, z) * -1j if _complex(z) else zero_grad(z)]
+
+    def pushforward(self, inputs, outputs, tangents):
+        (z,), (t,) = inputs, tangents
+        return [None if t is None or not _complex(z) else Imag()(t)]
 
 
 @final
@@ -98,6 +108,14 @@ class Angle(Elementwise):
             return [zero_grad(z)]
         zero = equal(z, 0)
         return [where(zero, 0, _as_complex(g, z) * -1j / where(zero, 1, z))]
+
+    def pushforward(self, inputs, outputs, tangents):
+        """dθ = Im(dz / z)."""
+        (z,), (t,) = inputs, tangents
+        if t is None or not _complex(z):
+            return [None]
+        zero = equal(z, 0)
+        return [where(zero, 0, Imag()(t / where(zero, 1, z)))]
 
 
 def real(x):

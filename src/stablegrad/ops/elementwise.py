@@ -156,9 +156,22 @@ class Abs(Elementwise):
     def pullback(self, inputs, outputs, grads):
         (x,), (g,) = inputs, grads
         if x.dtype.kind == "c":  # (|z| recomputed: the pullback reads only the operand)
-            zero = equal(x, 0)
-            return [where(zero, 0, astype(g, x.dtype) * (astype(Abs()(x), x.dtype) / where(zero, 1, x)))]
+            return [astype(g, x.dtype) * _unit_conjugate(x)]
         return [g * sign(x)]
+
+    def pushforward(self, inputs, outputs, tangents):
+        """d|z| = Re(conj(z)/|z| · dz) for complex z (not the pullback's map: |z| is not holomorphic)."""
+        (x,), (t,) = inputs, tangents
+        if t is None or x.dtype.kind != "c":
+            return super().pushforward(inputs, outputs, tangents)
+        # (a cast from complex to real keeps the real part: the real-part op lives above this module)
+        return [astype(t * _unit_conjugate(x), outputs[0].dtype)]
+
+
+def _unit_conjugate(z):
+    """conj(z)/|z| written |z|/z (no conj op down here), 0 at z = 0."""
+    zero = equal(z, 0)
+    return where(zero, 0, astype(Abs()(z), z.dtype) / where(zero, 1, z))
 
 
 @final
