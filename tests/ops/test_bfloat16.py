@@ -240,3 +240,21 @@ def test_edges_of_logsumexp_and_softmax():
     assert got_p[3].astype(np.float64).tolist() == [0.5, 0.5, 0.0]
     naive = sg.function([x], sg.exp(x))(rows[2:3])  # the naive formula overflows there
     assert np.isinf(naive.astype(np.float32)[0, :2]).all()
+
+
+# -- every backend (also run whole with STABLEGRAD_TEST_BACKEND) ---------------------------------------------
+@pytest.mark.parametrize("backend", ["numpy", "jax", "numba"])
+def test_each_backend_accumulates_in_float32_and_returns_bfloat16(backend):
+    # JAX computes bfloat16 natively (jnp.bfloat16 is ml_dtypes' type); Numba compiles no bfloat16
+    # kernel, so its backend runs these nodes as the NumPy backend does
+    x = x_input()
+    out, total = sg.logsumexp(x, axis=1), sg.sum(x, axis=1)
+    fn = sg.function([x], [out, sg.grad(sg.sum(out), x), total], backend=backend)
+    rows = np.concatenate([ROWS[[0, 2, 3]], np.full((1, 6), 100.0)]).astype(BF16)
+    value, grad, got_total = fn(rows)
+    assert value.dtype == grad.dtype == got_total.dtype == BF16
+    lse = [mp_lse(r) for r in rows]
+    assert ulps(value, bf16(lse)) <= 1
+    assert ulps(grad, bf16([[mp.exp(float(v) - m) if v != -INF else 0 for v in r] for r, m in zip(rows, lse)])) <= 1
+    exact_totals = [mp.fsum(mp.mpf(float(v)) for v in r) for r in rows]
+    assert ulps(got_total, bf16(exact_totals)) <= 1

@@ -267,3 +267,23 @@ def test_gradient_where_the_sum_is_zero_is_zero_not_nan():
     value, _ = sg.logsumexp(z, axis=1, b=b, return_sign=True)
     gz = sg.function([z, b], sg.grad(sg.sum(value), z))(np.array([[1j, 1j]]), np.array([[1.0, -1.0]]))
     assert gz.tolist() == [[0j, 0j]]
+
+
+# -- every backend (also run whole with STABLEGRAD_TEST_BACKEND) ---------------------------------------------
+@pytest.mark.parametrize("backend", ["numpy", "jax", "numba"])
+def test_each_backend(backend):
+    # (Numba compiles no complex kernel: its backend runs these nodes as the NumPy backend does)
+    v = rows_with_large_real_parts(5)
+    z = z_input()
+    value, phase = sg.logsumexp(z, axis=1, return_sign=True)
+    out = sg.logsumexp(z, axis=1)
+    fn = sg.function([z], [out, value, phase, sg.grad(sg.sum(value), z)], backend=backend)
+    got, got_value, got_phase, grad = fn(v)
+    for row, g, gv, gp, gg in zip(v, got, got_value, got_phase, grad):
+        total = mp_total(row)
+        assert rel_error(g, exact_log(total)) < 4 * EPS
+        exact_value, exact_phase = exact_signed(total)
+        assert abs(gv - exact_value) <= 4 * EPS * abs(exact_value) and abs(gp - exact_phase) < 4 * EPS
+        with mp.workdps(60):
+            exact_grad = [complex(mp.exp(mp.mpc(complex(t))) / total) for t in row]
+        np.testing.assert_allclose(gg, exact_grad, rtol=8 * EPS, atol=1e-300)
