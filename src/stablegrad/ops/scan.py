@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import StableGradError
 from ..graph import hooks, names
 from ..graph.basic import ALL, Apply, Constant, Op, Reads, Variable, Zero, substitute, toposort
-from ..graph.types import TensorType
+from ..graph.types import TensorType, is_floating
 from . import named
 from .base import Entrywise, as_operands
 from .creation import Alloc, zeros_like
@@ -238,11 +238,16 @@ def _check_carries(init: list[Variable], new: list[Variable], location) -> None:
             p is None or q is None or p == q for p, q in zip(a.type.shape, b.type.shape)
         )
         # float64 → float32 is the same kind (a weak scalar or a float64 constant in the body): cast.
-        if not same_shape or b.dtype.kind != a.dtype.kind:
+        if not same_shape or _kind(b.dtype) != _kind(a.dtype):
             raise ScanError(
                 f"scan: the step function changed carry {i} from {a.type} to {b.type}; a carry keeps its type",
                 location,
             )
+
+
+def _kind(dtype: np.dtype) -> str:
+    """A dtype's kind with bfloat16 (NumPy kind 'V') counted as the float it is."""
+    return "f" if is_floating(dtype) else dtype.kind
 
 
 def _lift_free_variables(

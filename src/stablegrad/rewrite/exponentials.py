@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.basic import Apply, Variable
+from ..graph.types import is_floating
 from ..ops import stable
 from ..ops.elementwise import Add, Divide, Multiply, Reciprocal, Sqrt, Subtract, absolute, greater, less, where
 from ..ops.math import Cosh, Exp, Log, Power, Sinh, Tan, arccosh, arcsinh, cos, cosh, expm1, log1p, sinh, tan, tanh
@@ -344,7 +345,7 @@ def _quarter_pi_plus_half(theta: Variable, node: Apply) -> tuple[int, Variable] 
     """(s, x) for theta = π/4 + s·x/2 (s = ±1; `x * 0.5`, `0.5 * x`, `x / 2`, either order), with
     π/4 a constant within a few ulps of node's dtype."""
     dtype = node.outputs[0].dtype
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         return None
     tolerance = 4 * float(np.finfo(dtype).eps)
     candidates = []

@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from ..graph.basic import Apply, Constant, Variable
+from ..graph.types import is_floating
 from ..ops import stable
 from ..ops.base import astype
 from ..ops.elementwise import (
@@ -50,7 +51,7 @@ _CONSTANT_ULPS = 4
 def _in_dtype_of(result: Variable, node: Apply) -> Variable:
     """result cast up to node's float dtype (a float32 formula next to a float64 constant array)."""
     dtype = node.outputs[0].dtype
-    if result.dtype != dtype and result.dtype.kind == "f" and dtype.kind == "f":
+    if result.dtype != dtype and is_floating(result.dtype) and is_floating(dtype):
         return astype(result, dtype)
     return result
 
@@ -154,7 +155,7 @@ def _normal_argument(t: Variable, sign: float, node: Apply) -> Variable | None:
     thousands of float32 ulps (log_ndtr would take the true √2; the written formula does not).
     """
     dtype = node.outputs[0].dtype
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         return None
     core, scale = scaled_core(t)
     tolerance = _CONSTANT_ULPS * float(np.finfo(dtype).eps)

@@ -15,6 +15,7 @@ from typing import cast
 import numpy as np
 
 from ..graph.basic import Constant, Variable
+from ..graph.types import is_floating
 from ..ops import stable
 from ..ops.base import astype
 from ..ops.creation import ones_like, zeros_like
@@ -315,7 +316,7 @@ def _widened(v: Variable) -> Variable:
     if cast is None:
         return v
     wide = cast.inputs[0]
-    narrower = wide.dtype.kind == "f" and v.dtype.kind == "f" and wide.dtype.itemsize > v.dtype.itemsize
+    narrower = is_floating(wide.dtype) and is_floating(v.dtype) and wide.dtype.itemsize > v.dtype.itemsize
     return wide if narrower else v
 
 

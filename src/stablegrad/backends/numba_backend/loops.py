@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ...graph.basic import Apply, Op, Variable, toposort
+from ...graph.types import is_floating
 from ...ops.base import Cast
 from ...ops.elementwise import (
     Abs,
@@ -157,7 +158,7 @@ def _member(node: Apply) -> tuple[int, ...] | None:
     op = node.op
     if scalar_form(op) is None or len(node.outputs) != 1:
         return None
-    if isinstance(op, Cast) and op.dtype.kind in "iu" and node.inputs[0].dtype.kind == "f":
+    if isinstance(op, Cast) and op.dtype.kind in "iu" and is_floating(node.inputs[0].dtype):
         return None  # float → int of NaN or out of range: NumPy and LLVM differ
     out = node.outputs[0]
     if any(v.dtype not in _DTYPES for v in (*node.inputs, out)):
@@ -209,7 +210,7 @@ def _summed(node: Apply) -> tuple[int, ...] | None:
         return None
     x = node.inputs[0]
     space = _known(x)
-    if x.dtype.kind != "f" or x.dtype not in _DTYPES or not space or math.prod(space) < SMALLEST:
+    if not is_floating(x.dtype) or x.dtype not in _DTYPES or not space or math.prod(space) < SMALLEST:
         return None
     # (a sum along the last axis stays NumPy's: its pairwise sum is more accurate than a loop's)
     return None if x.ndim - 1 in node.op.axes else space
