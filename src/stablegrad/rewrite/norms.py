@@ -16,6 +16,7 @@ sum is cast before its root, which the patterns do not look through.
 from __future__ import annotations
 
 from ..graph.basic import Variable
+from ..graph.types import is_floating
 from ..ops.elementwise import Divide, Maximum, Sqrt, abs, sqrt
 from ..ops.linalg import Matmul
 from ..ops.math import Power
@@ -46,7 +47,7 @@ def _nonnegative(n: Variable) -> bool:
 
 
 def _real(x: Variable | None) -> Variable | None:
-    return x if x is not None and x.dtype.kind == "f" else None
+    return x if x is not None and is_floating(x.dtype) else None
 
 
 @rewrite(_S, _REC, Sqrt, Power)

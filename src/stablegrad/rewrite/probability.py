@@ -23,6 +23,7 @@ from typing import cast
 import numpy as np
 
 from ..graph.basic import Variable, constant
+from ..graph.types import is_floating
 from ..ops.elementwise import (
     Divide,
     Negative,
@@ -173,7 +174,7 @@ def normalized_weights_from_softmax_of_log(node):
     if node.op.masked:
         return None
     w = entrywise_operand(node.inputs[0], Log)
-    if w is None or w.dtype.kind != "f":
+    if w is None or not is_floating(w.dtype):
         return None
     axes, dtype = node.op.axes, node.outputs[0].dtype
     wide = w if dtype.itemsize >= 4 else astype(w, np.float32)
