@@ -161,6 +161,7 @@ PIECES = [
     Piece("log(cumsum(exp(x)))", lambda x, c: sg.log(sg.cumsum(sg.exp(x), axis=-1))),
     Piece("logit(sigmoid(x))", lambda x, c: sg.logit(sg.sigmoid(x))),
     Piece("log(c - ndtr(x))", lambda x, c: sg.log(c(1.0) - sg.ndtr(x))),
+    Piece("log(ndtr(x) - ndtr(x - c))", lambda x, c: sg.log(sg.ndtr(x) - sg.ndtr(x - c(1.0)))),
     Piece("sqrt(mean(x**2))", lambda x, c: sg.sqrt(sg.mean(x**2, axis=-1, keepdims=True))),
     Piece("sqrt(x * x + square(c * x))", lambda x, c: sg.sqrt(x * x + sg.square(c(0.5) * x))),
     Piece("sqrt(x * x)", lambda x, c: sg.sqrt(x * x)),

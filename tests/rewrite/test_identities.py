@@ -272,6 +272,19 @@ CASES = [
         far=lambda x, k: _log(mp.ncdf(-x)),  # (1 - Φ(1e5) = e^-5e9 is 0 at 900 digits)
     ),
     Case(
+        "log(ndtr(a) - ndtr(b))",
+        "log_ndtr_difference_from_naive",
+        lambda a, b: sg.log(sg.ndtr(a) - sg.ndtr(b)),
+        lambda a, b, k: _log(mp.ncdf(a) - mp.ncdf(b)),
+        ((-38.0, -40.0), (40.0, 38.0), (1.0, -1.0), (9.0, 8.5), (-8.5, -9.0), (1e-8, -1e-8), (3.0, 2.5), (0.5, 0.25)),
+        ((-12.0, -13.0), (9.0, 8.0), (1.0, -1.0), (5.5, 5.0), (1e-4, -1e-4), (0.5, 0.25)),
+        lambda a, b: sg.log(sg.ndtr(a) - 0.5 * sg.ndtr(b)),
+        arity=2,
+        # the slope in a far out, φ(a)/(Φ(a) - Φ(b)), moves by a·ε per ulp of a: 1270 ulps at a = 40 (the
+        # log-CDFs' difference the formula takes carries 300 of them)
+        grad_ulps=512,
+    ),
+    Case(
         "exp(x) σ(-x)",
         "sigmoid_from_exp_times_sigmoid",
         lambda x: sg.exp(x) * sg.sigmoid(-x),
