@@ -39,6 +39,7 @@ from ..ops.elementwise import (
     less,
     less_equal,
     logical_and,
+    logical_not,
     logical_or,
     where,
 )
@@ -111,7 +112,8 @@ def sum_of_logs_from_log_of_product(node):
     is log(softmax(x)[0]·softmax(x)[1]). Where the product is a normal number the written log is
     kept: it is the more accurate one there (log a + log b cancels where a ≈ 1/b). The domain is the
     written one: a negative or NaN product stays NaN (c/x at x = -0 is -inf, its log NaN), a genuine
-    0 gives -inf and 0·inf NaN. Two factors of unknown sign must not fire (log(x·y) is a number where
+    0 gives -inf and 0·inf NaN; where the sum of logs is NaN (a negative factor that underflowed to
+    -0) the written log stays. Two factors of unknown sign must not fire (log(x·y) is a number where
     both are negative, the sum of logs NaN), nor one of unknown sign beside a factor that may be 0.
     """
     inner = node.inputs[0]
@@ -121,12 +123,14 @@ def sum_of_logs_from_log_of_product(node):
     a, b = q_node.inputs
     if not (_never_negative(a) and _never_negative(b)) and not (_positive_constant(a) or _positive_constant(b)):
         return None
-    parts = log(a) + log(b) if isinstance(q_node.op, Multiply) else log(a) - log(b)
-    extreme = _out_of_range(inner)
+    parts = _in_dtype(log(a) + log(b) if isinstance(q_node.op, Multiply) else log(a) - log(b), node)
+    # (a NaN sum of logs where the product is 0 is a negative factor of unknown sign that underflowed,
+    # c·x at x = -1e-300, or c/x at x = -inf: the written -inf stays, as the log of -0)
+    taken = logical_and(_out_of_range(inner), logical_not(isnan(parts)))
     # the written log reads a `where` that holds 1 where it is not taken: no log(0) in its pullback,
     # and a Log of a Where, which this rule does not match again
-    written = log(where(extreme, 1.0, inner))
-    return fits(where(extreme, _in_dtype(parts, node), written), node)
+    written = log(where(taken, 1.0, inner))
+    return fits(where(taken, parts, written), node)
 
 
 # -- log det ---------------------------------------------------------------------------------------------
