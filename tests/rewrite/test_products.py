@@ -557,3 +557,25 @@ def test_log_det_in_float32_inside_a_composite_and_on_other_backends():
         exact, exact_grad = _mp_logdet(a.astype(np.float64) * 1e180)
         np.testing.assert_allclose(value, exact, rtol=1e-15)
         np.testing.assert_allclose(grad, exact_grad, rtol=1e-14)
+
+
+def test_a_float32_factor_of_a_float64_formula_is_taken_in_float64():
+    """The replacement multiplies (and takes logs) in the written formula's dtype, not in a factor's."""
+    x, m = sg.vector("x", dtype="float32"), sg.vector("m")
+    y = sg.exp(x) * sg.where(m > 0.0, 0.0, m * 0.0 + 1.0 / 3.0)
+    points, mask = np.array([0.1, 1.0, 100.0], np.float32), np.array([-1.0, -1.0, 1.0])
+    value = sg.function([x, m], y)(points, mask)
+    with np.errstate(all="ignore"):
+        written = sg.function([x, m], y, recognition=False)(points, mask)
+    assert value.dtype == written.dtype == np.float64
+    np.testing.assert_array_equal(value[:2], written[:2])  # bit for bit where written is a number
+    assert np.isnan(written[2]) and value[2] == 0.0  # e^100 is inf in float32: inf·0 as written
+
+    a, b = sg.vector("a", dtype="float32"), sg.vector("b")
+    y = sg.log(sg.sigmoid(a) * sg.sigmoid(b))
+    value = sg.function([a, b], y)(np.array([-0.1], np.float32), np.array([-800.0]))
+    with mp.workdps(DPS):
+        # (the written formula rounds σ(a) to float32, then multiplies in float64)
+        sigma32 = float(np.float32(float(_sigmoid(mp.mpf(float(np.float32(-0.1)))))))
+        exact = float(mp.log(sigma32) + _log(_sigmoid(mp.mpf(-800))))
+    np.testing.assert_allclose(value, exact, rtol=2 * np.finfo(np.float64).eps)

@@ -54,7 +54,8 @@ _DEPTH = 8
 
 
 def _in_dtype(result: Variable, node: Apply) -> Variable:
-    """result in node's float dtype (a float64 log of a constant next to a float32 formula)."""
+    """result in the dtype of node's output (a float64 log of a constant beside a float32 formula, an
+    integer or float32 factor of a float64 product)."""
     dtype = node.outputs[0].dtype
     return result if result.dtype == dtype else astype(result, dtype)
 
@@ -123,6 +124,9 @@ def sum_of_logs_from_log_of_product(node):
     a, b = q_node.inputs
     if not (_never_negative(a) and _never_negative(b)) and not (_positive_constant(a) or _positive_constant(b)):
         return None
+    # (each factor in the product's dtype, as the written product takes it: a float32 factor of a
+    # float64 product is not logged in float32)
+    a, b = _in_dtype(a, q_node), _in_dtype(b, q_node)
     parts = _in_dtype(log(a) + log(b) if isinstance(q_node.op, Multiply) else log(a) - log(b), node)
     # (a NaN sum of logs where the product is 0 is a negative factor of unknown sign that underflowed,
     # c·x at x = -1e-300, or c/x at x = -inf: the written -inf stays, as the log of -0)
@@ -192,13 +196,15 @@ def where_from_product_with_zero_branch(node):
         if found is None or _finite_constant(other):
             continue  # (a finite constant times 0 is 0 as written)
         c, f, zero_when = found
+        # the product in the written one's dtype (a float32 f beside a float64 zero is multiplied in float64)
+        other, f = _in_dtype(other, node), _in_dtype(f, node)
         nan, zero = np.asarray(np.nan, dtype), np.asarray(0.0, dtype)
         undefined = isnan(other)
         if isinstance(node.op, Divide):
             undefined = logical_or(undefined, equal(other, 0))
             product = f / other
         else:
-            product = other * f if other is first else f * other
+            product = other * f if w is second else f * other
         zero_or_nan = where(undefined, nan, zero)
         sunk = where(c, zero_or_nan, product) if zero_when else where(c, product, zero_or_nan)
         return fits(_in_dtype(sunk, node), node)
