@@ -21,6 +21,7 @@ from ..graph.basic import Constant, Variable
 from ..ops.base import Elementwise
 from ..ops.composite import OpFromGraph, SymbolicOp, body_of
 from ..ops.creation import Alloc
+from ..ops.decompositions import Det, Slogdet
 from ..ops.elementwise import Compare, Where, equal, where
 from ..ops.indexing import Index
 from ..ops.linalg import Matmul
@@ -179,6 +180,8 @@ def _operand_sources(v: Variable, axis: int) -> list[Source | int] | None:
     if isinstance(op, Matmul):
         a, b = owner.inputs
         return _matmul_sources(a, b, v.ndim, axis)
+    if isinstance(op, Det | Slogdet):  # one value per matrix of the stack: the operand's batch axes
+        return [(owner.inputs[0], axis)]
     layout = _layout_source(op, owner.inputs[0], axis)
     if layout is not None:
         return layout

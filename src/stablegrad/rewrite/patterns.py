@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.basic import Apply, Constant, Op, Variable
+from ..ops import stable
 from ..ops.base import Cast, Entrywise
 from ..ops.elementwise import Add, Divide, Multiply, Negative, Square, Subtract, negative
 from ..ops.indexing import Index
-from ..ops.math import Power
+from ..ops.math import Exp, Power
 from ..ops.shape import BroadcastTo, ExpandDims, Reshape, ShapeDim, Squeeze, Transpose
 
 #: ops that only move, drop or repeat entries: an entrywise op of one operand commutes with them
@@ -94,6 +95,15 @@ def fits(result: Variable, node: Apply) -> Variable | None:
     if not all(a is None or b is None or a == b for a, b in zip(old.type.shape, result.type.shape)):
         return None
     return result
+
+
+def provably_positive(v: Variable) -> bool:
+    """Whether v is positive or NaN wherever it is defined (exp, softplus, sigmoid, softmax, a positive
+    constant): its log is never NaN for a number, so a log of a product of such factors is a sum of logs."""
+    if owner(v, Exp, stable.Softplus, stable.Sigmoid, stable.Softmax) is not None:
+        return True
+    value = constant_value(v)
+    return value is not None and value > 0
 
 
 def scaled_core(t: Variable) -> tuple[Variable, float]:

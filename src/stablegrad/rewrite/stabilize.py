@@ -53,6 +53,7 @@ from .patterns import (
     is_negation,
     negate,
     owner,
+    provably_positive,
     signed_terms,
 )
 
@@ -717,17 +718,10 @@ def log_erfc_from_naive(node):
 def sum_of_logs_from_log_of_prod(node):
     """log(prod(x)) → sum(log(x)) when x is provably positive (the product under- or overflows; the sum does not)."""
     p = owner(node.inputs[0], Prod)
-    if p is None or not _positive(p.inputs[0]):
+    if p is None or not provably_positive(p.inputs[0]):
         return None
 
     return fits(Sum(p.op.axes, p.op.keepdims)(log(p.inputs[0])), node)
-
-
-def _positive(v: Variable) -> bool:
-    if owner(v, Exp, stable.Softplus, stable.Sigmoid, stable.Softmax) is not None:
-        return True
-    value = constant_value(v)
-    return value is not None and value > 0
 
 
 def _single_axis(op) -> int | None:

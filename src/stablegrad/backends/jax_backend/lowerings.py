@@ -426,8 +426,15 @@ def lower_det(op, a):
 
 
 def lower_slogdet(op, a):
-    sign, logabsdet = jnp.linalg.slogdet(a)
-    return sign, logabsdet
+    """From the LU factorization for every size, as NumPy's: jnp.linalg.slogdet takes a closed form
+    for 1×1 and 2×2 (JAX 0.10), whose ad - bc overflows (inf, sign -1 at entries of 1e200) where the
+    pivots do not.  The gradient is the graph's own (Slogdet's pullback), so only values are needed."""
+    lu, pivots, _ = jax.lax.linalg.lu(a)
+    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
+    swaps = jnp.count_nonzero(pivots != jnp.arange(a.shape[-1], dtype=pivots.dtype), axis=-1)
+    flips = swaps + jnp.count_nonzero(diag < 0, axis=-1)
+    sign = jnp.where(jnp.any(diag == 0, axis=-1), 0, 1 - 2 * (flips % 2)).astype(a.dtype)
+    return sign, jnp.sum(jnp.log(jnp.abs(diag)), axis=-1)
 
 
 def lower_betaln(op, a, b):
