@@ -310,7 +310,7 @@ def test_a_ratio_keeps_its_domain_and_a_near_miss_stays():
 WEIGHTS_RULE = "[normalized_weights_from_softmax_of_log]"
 
 
-def _exact_mixture(w: np.ndarray, x: np.ndarray) -> tuple[float, np.ndarray]:
+def _exact_normalised_mixture(w: np.ndarray, x: np.ndarray) -> tuple[float, np.ndarray]:
     """log Σ (w_i / Σw) e^{x_i} and its gradient in w, e^{x_j} / Σ w e^x - 1 / Σw, with 40 digits."""
     with mpmath.workdps(40):
         ws, es = [mpmath.mpf(float(v)) for v in w], [mpmath.exp(mpmath.mpf(float(v))) for v in x]
@@ -335,7 +335,7 @@ def test_a_mixture_weight_of_exactly_zero_has_a_finite_gradient(spelling, x_valu
     f = sg.function([w, x], [y, sg.grad(y, w)])
     w_value, x_value = np.array([0.0, 1.0, 2.0, 0.5]), np.array(x_value)
     value, slope = f(w_value, x_value)
-    exact_value, exact_slope = _exact_mixture(w_value, x_value)
+    exact_value, exact_slope = _exact_normalised_mixture(w_value, x_value)
     np.testing.assert_allclose(value, exact_value, rtol=4e-16)
     np.testing.assert_allclose(slope, exact_slope, rtol=1e-14, atol=1e-300)
     assert WEIGHTS_RULE in f.explain()
@@ -378,7 +378,7 @@ def test_normalised_weights_in_a_scan_body_and_on_every_backend():
 
     y, _ = sg.scan(step, sg.constant(0.0), xs)
     x_value, w_value = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]]), np.array([0.0, 1.0, 3.0])
-    exact_slope = sum(_exact_mixture(w_value, row)[1] for row in x_value)
+    exact_slope = sum(_exact_normalised_mixture(w_value, row)[1] for row in x_value)
     for backend in ("numpy", "jax", "numba"):
         pytest.importorskip(backend)
         f = sg.function([w, xs], sg.grad(y, w), backend=backend)

@@ -29,6 +29,7 @@ from .base import Entrywise, as_operands
 from .creation import Alloc, zeros_like
 from .dims import labelled
 from .shape import ShapeDim
+from .stable.softmax import LogSoftmax, Softmax
 
 
 class ScanError(StableGradError, ValueError):
@@ -250,6 +251,18 @@ def _kind(dtype: np.dtype) -> str:
     return "f" if is_floating(dtype) else dtype.kind
 
 
+def _normalises_an_entrywise_op(node: Apply) -> bool:
+    """softmax(f(w)) or log_softmax(f(w)) for a one-operand entrywise f: mixture weights written
+    log_softmax(log(w)), which recognition reads as weights only when it sees the log."""
+    inner = node.inputs[0].owner
+    return (
+        isinstance(node.op, Softmax | LogSoftmax)
+        and inner is not None
+        and isinstance(inner.op, Entrywise)
+        and len(inner.inputs) == 1
+    )
+
+
 def _lift_free_variables(
     placeholders: list[Variable], outputs: list[Variable]
 ) -> tuple[list[Variable], list[Variable], list[Variable]]:
@@ -260,8 +273,9 @@ def _lift_free_variables(
     shape lookups, which stay in the body on the lifted operand: compiled for the
     loop's actual shapes, they fold to constants there (and with them, the sums that
     undo broadcasting in a gradient), where a lifted extent would be opaque; and
-    one-operand entrywise ops that only the body reads (`log(A)` of an HMM step), which
-    stay with it so that recognition sees them: `logsumexp(alpha[:, None] + log(A))`
+    one-operand entrywise ops that only the body reads, and (log-)softmaxes of them (`log(A)`
+    of an HMM step, `log_softmax(log(w))` of mixture weights), which stay with it so that
+    recognition sees them: `logsumexp(alpha[:, None] + log(A))`
     becomes a logsumexp weighted by A, whose gradient at a zero transition is finite,
     where a lifted log(A) would be an opaque -inf (the backends hoist it again).
     """
@@ -281,8 +295,8 @@ def _lift_free_variables(
             not more
             and out.id not in varying
             and out.id not in body_outputs
-            and isinstance(node.op, Entrywise)
             and len(node.inputs) == 1
+            and (isinstance(node.op, Entrywise) or _normalises_an_entrywise_op(node))
             and readers.get(out.id)
             and all(r.outputs[0].id in varying for r in readers[out.id])
         ):
