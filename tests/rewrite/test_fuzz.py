@@ -180,6 +180,8 @@ PIECES = [
     Piece("sqrt(x * x)", lambda x, c: sg.sqrt(x * x)),
     # products and quotients that leave the float range (rewrite/products.py)
     Piece("log(c / x)", lambda x, c: sg.log(c(1.0) / x)),
+    Piece("log(x * x)", lambda x, c: sg.log(x * x)),
+    Piece("log1p(x * x / c)", lambda x, c: sg.log1p(x * x / c(3.0))),
     Piece("log(x / c)", lambda x, c: sg.log(x / c(0.1))),
     Piece("log(sigmoid(x) * sigmoid(-x))", lambda x, c: sg.log(sg.sigmoid(x) * sg.sigmoid(-x))),
     Piece("log(exp(x) * sigmoid(x) / c)", lambda x, c: sg.log(sg.exp(x) * sg.sigmoid(x) / c(3.0))),

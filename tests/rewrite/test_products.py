@@ -103,6 +103,26 @@ CASES = [
         ((0.0, INF), (INF, NAN), (-INF, -INF), (NAN, NAN)),  # inf/inf: NaN, 0/inf: log 0, as written
     ),
     Case(
+        "log(x·x)",
+        SUM,
+        lambda x: sg.log(x * x),
+        lambda x, k: _log(x * x),
+        (1e-200, 1e-170, 0.5, 3.0, 1e170, 1e200, -1e-200, -1e200),
+        (1e-30, 1e-20, 0.5, 3.0, 1e19, 1e30, -1e-30, -1e30),
+        lambda x: sg.log(x * (x + 1.0)),  # not a square
+        ((0.0, -INF), (-0.0, -INF), (1e-200, -921.0340371976183), (INF, INF), (-INF, INF), (NAN, NAN)),
+    ),
+    Case(
+        "log1p(x·x / 3)",
+        "sum_of_logs_from_log1p_of_product",
+        lambda x: sg.log1p(x * x / 3.0),
+        lambda x, k: _log(1 + x * x / k(3.0)),
+        (1e-150, 1e-10, 0.5, 3.0, 1e100, 1e160, 1e200, -1e200),  # (1 + 1e-300/3 needs the reference's 400 digits)
+        (1e-30, 1e-5, 0.5, 3.0, 1e19, 1e20, 1e30, -1e30),
+        lambda x: sg.log1p(x * x - 3.0),  # not a product
+        ((0.0, 0.0), (1e200, 919.9354249089502), (INF, INF), (-INF, INF), (NAN, NAN)),
+    ),
+    Case(
         "exp(x)·where(x > 700, 0, 1)",
         SINK,
         lambda x: sg.exp(x) * sg.where(x > 700.0, 0.0, 1.0),

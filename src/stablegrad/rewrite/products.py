@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.basic import Apply, Constant, Variable
+from ..graph.types import is_floating
 from ..ops import stable
 from ..ops.base import astype
 from ..ops.decompositions import Det, slogdet
@@ -32,6 +33,7 @@ from ..ops.elementwise import (
     Sqrt,
     Square,
     Where,
+    abs,
     equal,
     greater,
     greater_equal,
@@ -43,7 +45,7 @@ from ..ops.elementwise import (
     logical_or,
     where,
 )
-from ..ops.math import Cosh, Erfc, Exp, Expm1, Log, Log1p, Power, log, power
+from ..ops.math import Cosh, Erfc, Exp, Expm1, Log, Log1p, Power, log, log1p, power
 from .engine import Kind, Phase, rewrite
 from .patterns import LAYOUT, fits, is_constant, owner, provably_positive, square_of
 
@@ -101,12 +103,34 @@ def _out_of_range(q: Variable) -> Variable:
 
 
 # -- the log of a product or quotient --------------------------------------------------------------------
+def _logs_of_product(q: Variable, node: Apply) -> Variable | None:
+    """log(a) ± log(b) for q = a·b or a/b whose factors allow it (see the rule below), 2·log|x|
+    for q = x² (a square of any sign), in node's dtype; None for any other q."""
+    if not is_floating(q.dtype):
+        return None
+    root = square_of(q)
+    if root is not None and is_floating(root.dtype):
+        root = root if root.dtype == q.dtype else astype(root, q.dtype)  # (as the written square is taken)
+        return _in_dtype(2 * log(abs(root)), node)
+    q_node = owner(q, Multiply, Divide)
+    if q_node is None:
+        return None
+    a, b = q_node.inputs
+    if not (_never_negative(a) and _never_negative(b)) and not (_positive_constant(a) or _positive_constant(b)):
+        return None
+    # (each factor in the product's dtype, as the written product takes it: a float32 factor of a
+    # float64 product is not logged in float32)
+    a, b = _in_dtype(a, q_node), _in_dtype(b, q_node)
+    return _in_dtype(log(a) + log(b) if isinstance(q_node.op, Multiply) else log(a) - log(b), node)
+
+
 @rewrite(_S, _REC, Log)
 def sum_of_logs_from_log_of_product(node):
     """log(a·b) → log(a) + log(b) and log(a/b) → log(a) - log(b) where a·b (a/b) is 0, subnormal or
     inf, the written log elsewhere; for a, b never negative (exp, sigmoid, softmax, |x|, x², √x,
     positive constants, and products of them) or one of them a positive constant (`log(1/x)`,
-    `log(x/c)`). A product of three factors is two rewrites.
+    `log(x/c)`); log(x·x) → 2·log|x| for x of any sign (`log(sigma**2)` at sigma = 1e-200). A
+    product of three factors is two rewrites.
 
     Written, the product leaves the float range before its log does: log(1/x) is inf at x = 1e-310
     (exactly 713.8), log(σ(a)·σ(b)) is -inf with a NaN gradient at a = b = -800 (exactly -1600), and so
@@ -118,22 +142,33 @@ def sum_of_logs_from_log_of_product(node):
     both are negative, the sum of logs NaN), nor one of unknown sign beside a factor that may be 0.
     """
     inner = node.inputs[0]
-    q_node = owner(inner, Multiply, Divide)
-    if q_node is None or inner.dtype.kind != "f":
+    parts = _logs_of_product(inner, node)
+    if parts is None:
         return None
-    a, b = q_node.inputs
-    if not (_never_negative(a) and _never_negative(b)) and not (_positive_constant(a) or _positive_constant(b)):
-        return None
-    # (each factor in the product's dtype, as the written product takes it: a float32 factor of a
-    # float64 product is not logged in float32)
-    a, b = _in_dtype(a, q_node), _in_dtype(b, q_node)
-    parts = _in_dtype(log(a) + log(b) if isinstance(q_node.op, Multiply) else log(a) - log(b), node)
     # (a NaN sum of logs where the product is 0 is a negative factor of unknown sign that underflowed,
     # c·x at x = -1e-300, or c/x at x = -inf: the written -inf stays, as the log of -0)
     taken = logical_and(_out_of_range(inner), logical_not(isnan(parts)))
     # the written log reads a `where` that holds 1 where it is not taken: no log(0) in its pullback,
     # and a Log of a Where, which this rule does not match again
     written = log(where(taken, 1.0, inner))
+    return fits(where(taken, parts, written), node)
+
+
+@rewrite(_S, _REC, Log1p)
+def sum_of_logs_from_log1p_of_product(node):
+    """log1p(q) → the sum of logs of q's factors (as the rule above) where q overflowed to inf, the
+    written log1p elsewhere: log1p(x²/ν) of a Student-t or Cauchy log-density is inf past
+    |x| = 1.3e154 (exactly 2·log|x| - log ν, to far below an ulp).
+
+    Below overflow the written log1p is kept (it is exact near 0, where a log of the product is
+    not); so is a NaN or -inf.
+    """
+    inner = node.inputs[0]
+    parts = _logs_of_product(inner, node)
+    if parts is None:
+        return None
+    taken = logical_and(equal(inner, np.inf), logical_not(isnan(parts)))
+    written = log1p(where(taken, 0.0, inner))  # (a Log1p of a Where: not matched again)
     return fits(where(taken, parts, written), node)
 
 
@@ -184,7 +219,7 @@ def where_from_product_with_zero_branch(node):
     keeps the written shape (the condition may broadcast the product wider) and dtype.
     """
     dtype = node.outputs[0].dtype
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         return None
     first, second = node.inputs
     if isinstance(node.op, Multiply):
@@ -223,7 +258,7 @@ def identity_from_exp_of_log(node):
     expm1(log1p(-1)) = -1, NaN stays NaN.
     """
     inner = node.inputs[0]
-    if node.outputs[0].dtype.kind != "f":
+    if not is_floating(node.outputs[0].dtype):
         return None
     if isinstance(node.op, Exp):
         lg, lp = owner(inner, Log), owner(inner, Log1p)
@@ -267,7 +302,7 @@ def power_of_sum_from_product_of_powers(node):
     ulps at 10**300.1). A variable or negative base must not fire: (-2)**a · (-2)**b is a
     number at integer a, b where (-2)**(a + b) need not be, and x**a · x**b differs at x = 0.
     """
-    if node.outputs[0].dtype.kind != "f":
+    if not is_floating(node.outputs[0].dtype):
         return None
     left, right = (_power_of_constant(v) for v in node.inputs)
     if left is None or right is None or left[0] != right[0]:
@@ -287,6 +322,7 @@ def power_of_sum_from_product_of_powers(node):
 
 RULES = (
     sum_of_logs_from_log_of_product,
+    sum_of_logs_from_log1p_of_product,
     slogdet_from_log_of_det,
     where_from_product_with_zero_branch,
     identity_from_exp_of_log,
