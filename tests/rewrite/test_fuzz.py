@@ -414,9 +414,10 @@ def _reference(x, outputs, values) -> list[np.ndarray]:
         exact = evaluate([x], outputs, [values], dps=DEFAULT_DPS["float64"])
         if not all(np.isfinite(to_float(e, "float64")).all() for e in exact):
             exact = evaluate([x], outputs, [values], dps=4 * DEFAULT_DPS["float64"])
-    except (_TooCostly, OverflowError, MemoryError):
+    except (_TooCostly, OverflowError, MemoryError, ZeroDivisionError):
         # (mpmath's own precision bookkeeping overflows past ~1e(1e300), and cosh(exp(exp(30)))
-        # asks for an integer of 2^(1e13) bits before the alarm can interrupt it)
+        # asks for an integer of 2^(1e13) bits before the alarm can interrupt it; a log-det's
+        # gradient at a singular matrix is a solve mpmath refuses: no exact answer to hold it to)
         reject()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
