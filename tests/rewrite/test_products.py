@@ -114,7 +114,7 @@ CASES = [
     ),
     Case(
         "log1p(x·x / 3)",
-        "sum_of_logs_from_log1p_of_product",
+        "sum_of_logs_from_log1p_of_square",
         lambda x: sg.log1p(x * x / 3.0),
         lambda x, k: _log(1 + x * x / k(3.0)),
         (1e-150, 1e-10, 0.5, 3.0, 1e100, 1e160, 1e200, -1e200),  # (1 + 1e-300/3 needs the reference's 400 digits)

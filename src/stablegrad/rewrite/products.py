@@ -103,15 +103,16 @@ def _out_of_range(q: Variable) -> Variable:
 
 
 # -- the log of a product or quotient --------------------------------------------------------------------
-def _logs_of_product(q: Variable, node: Apply) -> Variable | None:
+def _logs_of_product(q: Variable, node: Apply, used: Variable) -> Variable | None:
     """log(a) ± log(b) for q = a·b or a/b whose factors allow it (see the rule below), 2·log|x|
-    for q = x² (a square of any sign), in node's dtype; None for any other q."""
+    for q = x² (a square of any sign; x read as 1 where `used` is false, so that a square of 0
+    sends no 0·inf back there), in node's dtype; None for any other q."""
     if not is_floating(q.dtype):
         return None
     root = square_of(q)
     if root is not None and is_floating(root.dtype):
         root = root if root.dtype == q.dtype else astype(root, q.dtype)  # (as the written square is taken)
-        return _in_dtype(2 * log(abs(root)), node)
+        return _in_dtype(2 * log(abs(where(used, root, 1.0))), node)
     q_node = owner(q, Multiply, Divide)
     if q_node is None:
         return None
@@ -142,12 +143,15 @@ def sum_of_logs_from_log_of_product(node):
     both are negative, the sum of logs NaN), nor one of unknown sign beside a factor that may be 0.
     """
     inner = node.inputs[0]
-    parts = _logs_of_product(inner, node)
+    if not is_floating(inner.dtype):
+        return None
+    out_of_range = _out_of_range(inner)
+    parts = _logs_of_product(inner, node, out_of_range)
     if parts is None:
         return None
     # (a NaN sum of logs where the product is 0 is a negative factor of unknown sign that underflowed,
     # c·x at x = -1e-300, or c/x at x = -inf: the written -inf stays, as the log of -0)
-    taken = logical_and(_out_of_range(inner), logical_not(isnan(parts)))
+    taken = logical_and(out_of_range, logical_not(isnan(parts)))
     # the written log reads a `where` that holds 1 where it is not taken: no log(0) in its pullback,
     # and a Log of a Where, which this rule does not match again
     written = log(where(taken, 1.0, inner))
@@ -155,21 +159,34 @@ def sum_of_logs_from_log_of_product(node):
 
 
 @rewrite(_S, _REC, Log1p)
-def sum_of_logs_from_log1p_of_product(node):
-    """log1p(q) → the sum of logs of q's factors (as the rule above) where q overflowed to inf, the
-    written log1p elsewhere: log1p(x²/ν) of a Student-t or Cauchy log-density is inf past
-    |x| = 1.3e154 (exactly 2·log|x| - log ν, to far below an ulp).
+def sum_of_logs_from_log1p_of_square(node):
+    """log1p(x²·c) and log1p(x²/c), c a positive constant (or none), → 2·log|x| ± log(c) where the
+    square overflowed to inf, the written log1p elsewhere: log1p(x²/ν) of a Student-t or Cauchy
+    log-density is inf past |x| = 1.3e154 (exactly 2·log|x| - log ν, to far below an ulp).
 
-    Below overflow the written log1p is kept (it is exact near 0, where a log of the product is
-    not); so is a NaN or -inf.
+    Below overflow the written log1p is kept (it is exact near 0, where a log of the square is
+    not); so is a NaN.  x is read as 1 where the rule does not take its log, so that a square of
+    0 sends no 0·inf back (log1p(u²/ν) of a u that is itself such a log1p, at 0).
     """
     inner = node.inputs[0]
-    parts = _logs_of_product(inner, node)
-    if parts is None:
+    if not is_floating(inner.dtype):
         return None
-    taken = logical_and(equal(inner, np.inf), logical_not(isnan(parts)))
-    written = log1p(where(taken, 0.0, inner))  # (a Log1p of a Where: not matched again)
-    return fits(where(taken, parts, written), node)
+    root, scale = square_of(inner), None
+    q_node = owner(inner, Multiply, Divide) if root is None else None
+    if q_node is not None:
+        for i in (0, 1) if isinstance(q_node.op, Multiply) else (0,):
+            if square_of(q_node.inputs[i]) is not None and _positive_constant(q_node.inputs[1 - i]):
+                root, scale = square_of(q_node.inputs[i]), q_node.inputs[1 - i]
+    if root is None or not is_floating(root.dtype):
+        return None
+    overflowed = equal(inner, np.inf)
+    root = root if root.dtype == inner.dtype else astype(root, inner.dtype)  # (as the written square is taken)
+    parts = 2 * log(abs(where(overflowed, root, 1.0)))
+    if scale is not None:
+        scale = _in_dtype(log(_in_dtype(scale, q_node)), node)
+        parts = parts - scale if isinstance(q_node.op, Divide) else parts + scale
+    written = log1p(where(overflowed, 0.0, inner))  # (a Log1p of a Where: not matched again)
+    return fits(where(overflowed, _in_dtype(parts, node), written), node)
 
 
 # -- log det ---------------------------------------------------------------------------------------------
@@ -322,7 +339,7 @@ def power_of_sum_from_product_of_powers(node):
 
 RULES = (
     sum_of_logs_from_log_of_product,
-    sum_of_logs_from_log1p_of_product,
+    sum_of_logs_from_log1p_of_square,
     slogdet_from_log_of_det,
     where_from_product_with_zero_branch,
     identity_from_exp_of_log,
