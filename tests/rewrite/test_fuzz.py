@@ -156,6 +156,17 @@ PIECES = [
     Piece("sqrt(x + c) - sqrt(x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(x)),
     Piece("c * exp(x) + c / exp(x)", lambda x, c: c(0.5) * sg.exp(x) + c(0.5) / sg.exp(x)),
     Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),
+    Piece("log(x + c) - log(x)", lambda x, c: sg.log(x + c(1.0)) - sg.log(x)),
+    Piece("log(x) - log(x - c)", lambda x, c: sg.log(x) - sg.log(x - c(2.0))),
+    # (inside a where that keeps x = 0 out: x·log(x) there is the xlogy limit 0, not the written NaN)
+    Piece(
+        "where(x > c, (x + c2) * log(x + c2) - x * log(x), c)",
+        lambda x, c: sg.where(x > c(0.0), (x + c(1.0)) * sg.log(x + c(1.0)) - x * sg.log(x), c(0.0)),
+    ),
+    Piece(
+        "exp(softplus(x)) - c + exp(-softplus(x))",
+        lambda x, c: sg.exp(sg.softplus(x)) - c(2.0) + sg.exp(-sg.softplus(x)),
+    ),
     # (the erf-complement, normal-CDF-from-erf, sigmoid-difference and inverse-Gudermannian identities
     # are tested in test_identities (the last takes a written π/4 for π/4, which the fuzzer's exact
     # reference of the written formula does not): their exact values, 1 + erf(-30) say, need more digits than the reference has)
@@ -188,6 +199,12 @@ PIECES = [
     Piece("c * exp(x) - c2 / exp(x)", lambda x, c: c(0.5) * sg.exp(x) - c(0.25) / sg.exp(x)),
     Piece("c * cosh(x) - c2", lambda x, c: c(2.0) * sg.cosh(x) - c(1.0)),
     Piece("sqrt(x + c) - sqrt(c2 * x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(c(2.0) * x)),
+    Piece("log(x + c) - log(c2 * x)", lambda x, c: sg.log(x + c(1.0)) - sg.log(c(2.0) * x)),
+    Piece(
+        "where(x > c, (x + c2) * log(x + c3) - x * log(x), c)",
+        lambda x, c: sg.where(x > c(0.0), (x + c(1.0)) * sg.log(x + c(2.0)) - x * sg.log(x), c(0.0)),
+    ),
+    Piece("exp(softplus(x)) - c + sigmoid(x)", lambda x, c: sg.exp(sg.softplus(x)) - c(2.0) + sg.sigmoid(x)),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]

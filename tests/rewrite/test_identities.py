@@ -39,6 +39,12 @@ def _log1p(v):
     return _log(1 + v)
 
 
+def _xlogx(v):
+    # x·log(x) with xlogy's limit 0 at x = 0: what xlogy_from_naive makes of the written product
+    # before any rule of this file sees it
+    return mp.mpf(0) if v == 0 else v * _log(v)
+
+
 def _sigmoid(v):
     return 1 / (1 + mp.exp(-v))
 
@@ -473,6 +479,57 @@ CASES = [
         (-40.0, -0.3, -1e-6, 0.0, 1e-20, 0.1, 0.5, 0.999),
         lambda x: 1.5 - (1.0 - x) ** 2.5,
         (-INF, -INF),
+    ),
+    Case(
+        "log(x + 1) - log(x)",
+        "log1p_from_difference_of_shifted_logs",
+        lambda x: sg.log(x + 1.0) - sg.log(x),
+        lambda x, k: _log(x + 1) - _log(x),
+        (1e-300, 1e-20, 0.5, 3.0, 40.0, 1e10, 1e17, 1e300),
+        (1e-30, 1e-6, 0.5, 3.0, 40.0, 1e10, 1e30),
+        lambda x: sg.log(x + 1.0) - sg.log(2.0 * x),
+        (NAN, NAN),  # (-inf: NaN; +inf: inf - inf, as written)
+    ),
+    Case(
+        "log(x) - log(x - 2)",
+        "log1p_from_difference_of_shifted_logs",
+        lambda x: sg.log(x) - sg.log(x - 2.0),
+        lambda x, k: _log(x) - _log(x - 2),
+        (2.5, 3.0, 40.0, 1e10, 1e17, 1e300),
+        (2.5, 3.0, 40.0, 1e6, 1e10, 1e30),
+        lambda x: sg.log(x) - sg.log(2.0 - x),
+        (NAN, NAN),
+    ),
+    Case(
+        "(x + 1) log(x + 1) - x log(x)",
+        "log1p_from_difference_of_x_log_x",
+        lambda x: (x + 1.0) * sg.log(x + 1.0) - x * sg.log(x),
+        lambda x, k: _xlogx(x + 1) - _xlogx(x),
+        (1e-300, 1e-20, 0.5, 3.0, 40.0, 1e10, 1e17, 1e300),
+        (1e-30, 1e-6, 0.5, 3.0, 40.0, 1e10, 1e30),
+        lambda x: (x + 1.0) * sg.log(x + 2.0) - x * sg.log(x),
+        (NAN, NAN),
+    ),
+    Case(
+        "x log(x) - (x - 3) log(x - 3)",
+        "log1p_from_difference_of_x_log_x",
+        lambda x: x * sg.log(x) - (x - 3.0) * sg.log(x - 3.0),
+        lambda x, k: _xlogx(x) - _xlogx(x - 3),
+        (3.5, 4.0, 40.0, 1e10, 1e17, 1e300),
+        (3.5, 4.0, 40.0, 1e6, 1e10, 1e30),
+        lambda x: x * sg.log(x) - (x - 3.0) * sg.log(x - 2.0),
+        (NAN, NAN),
+    ),
+    # (recognition turns exp(-softplus(x)) into sigmoid(-x) before the sum is seen)
+    Case(
+        "exp(u) - 2 + exp(-u), u = softplus(x)",
+        "hyperbolic_from_opposite_exponentials",
+        lambda x: sg.exp(sg.softplus(x)) - 2.0 + sg.exp(-sg.softplus(x)),
+        lambda x, k: mp.exp(mp.log1p(mp.exp(x))) - 2 + mp.exp(-mp.log1p(mp.exp(x))),
+        LINE,
+        LINE32,
+        lambda x: sg.exp(sg.softplus(x)) - 2.0 + sg.sigmoid(x),
+        (0.0, INF),
     ),
     Case(
         "log(x + sqrt(x*x + 1))",

@@ -10,6 +10,9 @@ root-difference benchmarks):
 - the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`;
 - a difference of square roots: `√(x + c) - √x` is `c / (√(x + c) + √x)`;
 - a power near one: `(1 + t)**a - 1` is `expm1(a·log1p(t))` where |a·log1p(t)| < 1;
+- logs of shifted arguments: `log(x + c) - log(x)` is `log1p(c/x)`, and the difference of
+  entropy-like terms `(x + c)·log(x + c) - x·log(x)` is `c·log(x + c) + x·log1p(c/x)`, both where
+  x > |c| (elsewhere the written difference is accurate, or -inf/NaN as written);
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
   `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
 
@@ -24,8 +27,41 @@ import numpy as np
 
 from ..graph.basic import Apply, Variable
 from ..ops import stable
-from ..ops.elementwise import Add, Divide, Multiply, Reciprocal, Sqrt, Subtract, absolute, greater, less, where
-from ..ops.math import Cosh, Exp, Log, Power, Sinh, Tan, arccosh, arcsinh, cos, cosh, expm1, log1p, sinh, tan, tanh
+from ..ops.elementwise import (
+    Add,
+    Divide,
+    Multiply,
+    Reciprocal,
+    Sqrt,
+    Subtract,
+    absolute,
+    divide,
+    greater,
+    isfinite,
+    less,
+    logical_and,
+    multiply,
+    where,
+)
+from ..ops.math import (
+    Cosh,
+    Exp,
+    Log,
+    Log1p,
+    Power,
+    Sinh,
+    Tan,
+    arccosh,
+    arcsinh,
+    cos,
+    cosh,
+    expm1,
+    log,
+    log1p,
+    sinh,
+    tan,
+    tanh,
+)
 from .engine import Kind, Phase, rewrite
 from .patterns import (
     constant_value,
@@ -129,9 +165,29 @@ def _terms(v: Variable, sign: float = 1.0, found: list | None = None) -> list[tu
     return _terms(b, -sign if isinstance(node.op, Subtract) else sign, found)
 
 
+def _scaled_sigmoid_as_exp(
+    t: Variable, partner: tuple[float, Variable, int] | None
+) -> tuple[float, Variable, int] | None:
+    """(c, u, -1) for t = c·sigmoid(z) where the partner term is c'·exp(u) with u = softplus(-z):
+    σ(z) = exp(-softplus(-z)), so `exp(softplus(x))` pairs with `σ(-x)`, what recognition has
+    made of `exp(-softplus(x))` by the time the sum is seen."""
+    if partner is None:
+        return None
+    core, scale = scaled_core(t)
+    z = entrywise_operand(core, stable.Sigmoid)
+    soft = owner(partner[1], stable.Softplus)
+    if z is None or soft is None:
+        return None
+    if _opposite(z, soft.inputs[0]):
+        return scale, partner[1], -1
+    return None
+
+
 def _hyperbolic_pair(first: tuple[float, Variable], second: tuple[float, Variable]) -> Variable | None:
     """2c·sinh(w) or 2c·cosh(w) for the signed terms c·exp(w) and ±c·exp(-w), else None."""
     a, b = _scaled_exp(first[1]), _scaled_exp(second[1])
+    a = a if a is not None else _scaled_sigmoid_as_exp(first[1], b)
+    b = b if b is not None else _scaled_sigmoid_as_exp(second[1], a)
     if a is None or b is None:
         return None
     (ca, ua, ea), (cb, ub, eb) = a, b
@@ -150,7 +206,8 @@ def _hyperbolic_pair(first: tuple[float, Variable], second: tuple[float, Variabl
 @rewrite(_S, _REC, Subtract, Add)
 def hyperbolic_from_opposite_exponentials(node):
     """c·exp(x) - c·exp(-x) → 2c·sinh(x); c·exp(x) + c·exp(-x) → 2c·cosh(x), among up to 8 terms
-    of a sum (`exp(x) - 2 + exp(-x)` → `2·cosh(x) - 2`; also `c / exp(x)`, `exp(0 - x)`, `exp(x) / c`).
+    of a sum (`exp(x) - 2 + exp(-x)` → `2·cosh(x) - 2`; also `c / exp(x)`, `exp(0 - x)`, `exp(x) / c`,
+    and `sigmoid(-z)` read as `exp(-u)` next to `exp(u)` for u = softplus(z)).
 
     Written, the difference cancels for |x| small: it is 0 below x ≈ 1e-16 and loses every
     digit near there, where sinh keeps the relative accuracy (2x); so does the derivative of
@@ -290,6 +347,120 @@ def expm1_from_power_near_one(node):
         # (an Add, which this rule does not match: the written branch is not rewritten again)
         written = power_side + (-1.0) if sign == 1.0 else negate(power_side) + 1.0
         return fits(where(less(absolute(y), 1.0), near_one, written), node)
+    return None
+
+
+# -- logs of shifted arguments ------------------------------------------------------------------------
+def _shift(v: Variable) -> tuple[Variable, Variable] | None:
+    """(x, c) for v = x + c (either order) or x - c (then c negated), c a non-zero finite constant."""
+    total = owner(v, Add)
+    if total is not None:
+        for x, c in (total.inputs, total.inputs[::-1]):
+            value = constant_value(c)
+            if value is not None and value != 0 and np.isfinite(value):
+                return x, c
+    difference = owner(v, Subtract)
+    value = constant_value(difference.inputs[1]) if difference is not None else None
+    if difference is not None and value is not None and value != 0 and np.isfinite(value):
+        return difference.inputs[0], negate(difference.inputs[1])
+    return None
+
+
+def _log_of_shift(v: Variable) -> tuple[Variable, Variable] | None:
+    """(x, c) for v = log(x + c) or log1p(x) (c = 1: what log1p_from_naive has made of log(x + 1))."""
+    logarithm = owner(v, Log)
+    if logarithm is not None:
+        return _shift(logarithm.inputs[0])
+    plus_one = owner(v, Log1p)
+    if plus_one is not None:
+        x = plus_one.inputs[0]
+        return x, np.ones((), x.dtype)
+    return None
+
+
+def _log_operand(v: Variable) -> Variable | None:
+    logarithm = owner(v, Log)
+    return logarithm.inputs[0] if logarithm is not None else None
+
+
+def _above_shift(x: Variable, c: Variable) -> Variable:
+    """Where x > |c| and finite: there 1 + c/x is in (0, 2), and log1p(c/x) neither overflows nor
+    meets the written form's -inf or NaN."""
+    return logical_and(greater(x, absolute(c)), isfinite(x))
+
+
+def _written_difference(node: Apply) -> Variable:
+    # (as a sum with the negation: the difference itself would be matched again)
+    return node.inputs[0] + negate(node.inputs[1])
+
+
+@rewrite(_S, _REC, Subtract)
+def log1p_from_difference_of_shifted_logs(node):
+    """log(x + c) - log(x) → log1p(c/x), and log(x) - log(x + c) → -log1p(c/x), c a non-zero constant
+    (`x - c`, `c + x`, and `log1p(x)` for log(x + 1) alike), where x > |c|; elsewhere the formula
+    as written (`log(N + 1) - log(N)`).
+
+    Written, the two logs cancel for x >> |c|: the answer is about c/x and every digit is gone by
+    x ≈ |c|·2⁵³ (the gradient 1/(x + c) - 1/x as well). Where x ≤ |c| the logs are at least log 2
+    apart and the written difference is accurate, and it is also where it is ±inf or NaN (x = 0,
+    x + c ≤ 0, x < 0, which log1p(c/x) would not keep: log1p(1/0) is inf, but its gradient is NaN
+    where the written one is -inf): the written formula stays there, and at x = ±inf and NaN.
+    A non-constant shift, or logs of unrelated arguments, must not fire.
+    """
+    a, b = node.inputs
+    for shifted, plain, sign in ((a, b, 1.0), (b, a, -1.0)):
+        found = _log_of_shift(shifted)
+        if found is None or _log_operand(plain) is not found[0]:
+            continue
+        x, c = found
+        near = log1p(divide(c, x))
+        near = near if sign == 1.0 else negate(near)
+        return fits(where(_above_shift(x, c), near, _written_difference(node)), node)
+    return None
+
+
+def _x_log_x(v: Variable) -> Variable | None:
+    """a for v = a·log(a): `a * log(a)`, or what xlogy_from_naive makes of it, xlogy(a, a), and of
+    `(b + 1)·log(b + 1)` once log1p_from_naive has run, xlog1py(b + 1, b)."""
+    f = owner(v, stable.XLogY)
+    if f is not None and f.inputs[0] is f.inputs[1]:
+        return f.inputs[0]
+    f = owner(v, stable.XLog1PY)
+    if f is not None:
+        a, b = f.inputs
+        shifted = _shift(a)
+        return a if shifted is not None and shifted[0] is b and is_constant(shifted[1], 1.0) else None
+    product = owner(v, Multiply)
+    if product is not None:
+        for a, term in (product.inputs, product.inputs[::-1]):
+            if _log_operand(term) is a:
+                return a
+    return None
+
+
+@rewrite(_S, _REC, Subtract)
+def log1p_from_difference_of_x_log_x(node):
+    """(x + c)·log(x + c) - x·log(x) → c·log(x + c) + x·log1p(c/x) (and the negation for the
+    terms the other way round), c a non-zero constant, where x > |c|; elsewhere the formula as
+    written (Hamming's `(n + 1)·log(n + 1) - n·log(n) - 1`, a difference of entropy terms).
+
+    Written, the two terms are about x·log(x) each and cancel to about c·(log(x) + 1): for
+    x ≈ 1e16 the terms are 6e17 and their rounding alone (64) is more than the answer (38); the
+    derivative log((x + c)/x) cancels the same way. Where x ≤ |c| the written terms do not cancel
+    (or are -inf, 0·log(0) or NaN, which the written formula keeps). Different shifts or
+    unrelated bases must not fire.
+    """
+    a, b = node.inputs
+    for shifted_side, plain_side, sign in ((a, b, 1.0), (b, a, -1.0)):
+        shifted, plain = _x_log_x(shifted_side), _x_log_x(plain_side)
+        found = _shift(shifted) if shifted is not None and plain is not None else None
+        if found is None or found[0] is not plain:
+            continue
+        x, c = found
+        c_log = log(shifted) if is_constant(c, 1.0) else multiply(c, log(shifted))
+        near = c_log + x * log1p(divide(c, x))
+        near = near if sign == 1.0 else negate(near)
+        return fits(where(_above_shift(x, c), near, _written_difference(node)), node)
     return None
 
 
@@ -450,6 +621,8 @@ RULES = (
     sinh_squared_from_cosh_minus_one,
     conjugate_from_difference_of_roots,
     expm1_from_power_near_one,
+    log1p_from_difference_of_shifted_logs,
+    log1p_from_difference_of_x_log_x,
     inverse_hyperbolic_from_log,
     inverse_gudermannian_from_log_tan,
 )
