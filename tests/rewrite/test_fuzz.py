@@ -163,6 +163,12 @@ PIECES = [
         "where(x > c, (x + c2) * log(x + c2) - x * log(x), c)",
         lambda x, c: sg.where(x > c(0.0), (x + c(1.0)) * sg.log(x + c(1.0)) - x * sg.log(x), c(0.0)),
     ),
+    Piece("expm1(x) / x", lambda x, c: sg.expm1(x) / x),
+    Piece("x / (exp(x) - c)", lambda x, c: x / (sg.exp(x) - c(1.0))),
+    Piece("log(sinh(x) / x)", lambda x, c: sg.log(sg.sinh(x) / x)),
+    Piece("log(sinh(x))", lambda x, c: sg.log(sg.sinh(x))),
+    Piece("log(abs(sinh(x)))", lambda x, c: sg.log(sg.abs(sg.sinh(x)))),
+    Piece("sigmoid(x) * sigmoid(-x)", lambda x, c: sg.sigmoid(x) * sg.sigmoid(-x)),
     Piece(
         "exp(softplus(x)) - c + exp(-softplus(x))",
         lambda x, c: sg.exp(sg.softplus(x)) - c(2.0) + sg.exp(-sg.softplus(x)),
@@ -204,6 +210,9 @@ PIECES = [
         "where(x > c, (x + c2) * log(x + c3) - x * log(x), c)",
         lambda x, c: sg.where(x > c(0.0), (x + c(1.0)) * sg.log(x + c(2.0)) - x * sg.log(x), c(0.0)),
     ),
+    Piece("expm1(x) / (c * x)", lambda x, c: sg.expm1(x) / (c(2.0) * x)),
+    Piece("log(sinh(x) / (c * x))", lambda x, c: sg.log(sg.sinh(x) / (c(2.0) * x))),
+    Piece("sigmoid(x) * sigmoid(c * x)", lambda x, c: sg.sigmoid(x) * sg.sigmoid(c(-2.0) * x)),
     Piece("exp(softplus(x)) - c + sigmoid(x)", lambda x, c: sg.exp(sg.softplus(x)) - c(2.0) + sg.sigmoid(x)),
 ]
 

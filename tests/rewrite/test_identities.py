@@ -532,6 +532,57 @@ CASES = [
         (0.0, INF),
     ),
     Case(
+        "(exp(x) - 1) / x",
+        "exprel_from_quotient",
+        lambda x: (sg.exp(x) - 1.0) / x,
+        lambda x, k: mp.nan if x == 0 else (mp.exp(x) - 1) / x,
+        (-800.0, -40.0, -1.0, -1e-8, 1e-300, 0.5, 1.0, 20.0, 700.0),
+        (-100.0, -20.0, -1.0, -1e-4, 1e-30, 0.5, 3.0, 17.0, 80.0),
+        lambda x: sg.expm1(x) / (x + 1.0),
+        (0.0, NAN),  # (+inf: inf/inf, as written)
+        huge=700.0,  # (beyond, exp(x)/x - expm1(x)/x² is inf - inf as written)
+    ),
+    Case(
+        "x / (exp(x) - 1)",
+        "exprel_from_quotient",
+        lambda x: x / (sg.exp(x) - 1.0),
+        lambda x, k: mp.nan if x == 0 else x / (mp.exp(x) - 1),
+        (-800.0, -40.0, -1.0, -1e-8, 1e-300, 0.5, 1.0, 20.0, 700.0),
+        (-100.0, -20.0, -1.0, -1e-4, 1e-30, 0.5, 3.0, 17.0, 80.0),
+        lambda x: x / sg.expm1(2.0 * x),
+        (INF, NAN),
+    ),
+    Case(
+        "log(sinh(x) / x)",
+        "log_sinhc_from_log_of_quotient",
+        lambda x: sg.log(sg.sinh(x) / x),
+        lambda x, k: mp.nan if x == 0 else _log(mp.sinh(x) / x),
+        (-800.0, -25.0, -3.0, -1.0, -1e-8, 1e-300, 0.5, 1.9, 2.5, 20.0, 700.0, 800.0),
+        (-100.0, -25.0, -3.0, -1.0, -1e-4, 1e-30, 0.5, 1.9, 2.5, 20.0, 80.0),
+        lambda x: sg.log(sg.sinh(x) / (2.0 * x)),
+        (NAN, NAN),  # (inf/inf, as written)
+    ),
+    Case(
+        "log(sinh(x))",
+        "log_sinh_far_from_log_of_sinh",
+        lambda x: sg.log(sg.sinh(x)),
+        lambda x, k: _log(mp.sinh(x)),
+        (1e-300, 1e-8, 0.5, 1.5, 3.0, 20.5, 40.0, 700.0, 800.0),
+        (1e-30, 1e-4, 0.5, 1.5, 3.0, 20.5, 40.0, 100.0),
+        lambda x: sg.log(2.5 * sg.sinh(x)),
+        (NAN, INF),
+    ),
+    Case(
+        "σ(y) σ(-y)",
+        "squared_sech_from_logistic_density",
+        lambda y: sg.sigmoid(y) * sg.sigmoid(-y),
+        lambda y, k: _sigmoid(y) * _sigmoid(-y),
+        LINE,
+        LINE32,
+        lambda y: sg.sigmoid(y) * sg.sigmoid(-2.0 * y),
+        (0.0, 0.0),
+    ),
+    Case(
         "log(x + sqrt(x*x + 1))",
         "inverse_hyperbolic_from_log",
         lambda x: sg.log(x + sg.sqrt(x * x + 1.0)),
@@ -636,9 +687,9 @@ def _ulps(got, expected, dtype, floor: float = 0.0) -> np.ndarray:
     """|got - expected| in ulps of max(|expected|, floor) (of the dtype's tiny, at least)."""
     info = np.finfo(dtype)
     got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # (an error of 1e300 ulps is inf ulps)
         error = np.where(got == expected, 0.0, np.abs(got - expected))
-    return error / np.maximum(np.abs(expected), max(floor, float(info.tiny))) / float(info.eps)
+        return error / np.maximum(np.abs(expected), max(floor, float(info.tiny))) / float(info.eps)
 
 
 # -- the rules fire, and give the written formula's exact value and gradient ---------------------------------
@@ -792,6 +843,23 @@ def test_a_near_miss_is_left_alone(case, dtype):
     with np.errstate(all="ignore"):
         written = sg.function(xs, y, recognition=False)(*args)
     np.testing.assert_allclose(f(*args), written, rtol=1e-12 if dtype == "float64" else 1e-5, equal_nan=True)
+
+
+def test_log_of_abs_sinh_far_out():
+    # log(|sinh(x)|) of either sign (the GERG form): finite past overflow, as written near 0
+    x = sg.vector("x")
+    y = sg.log(sg.abs(sg.sinh(x)))
+    f = sg.function([x], [y, sg.grad(sg.sum(y), x)])
+    assert "[log_sinh_far_from_log_of_sinh]" in f.explain()
+    points = np.array([-800.0, -30.0, -0.5, 1e-8, 3.0, 21.0, 750.0])
+    value, grad = f(points)
+    with mp.workdps(50):
+        exact = [float(mp.log(abs(mp.sinh(mp.mpf(p))))) for p in points]
+        slope = [float(mp.cosh(p) / mp.sinh(p)) for p in map(mp.mpf, points)]
+    assert np.all(_ulps(value, exact, "float64") <= 4) and np.all(_ulps(grad, slope, "float64") <= 4)
+    with np.errstate(all="ignore"):
+        written = sg.function([x], y, recognition=False)(points)
+    assert np.isinf(written[0]) and np.isinf(written[-1])
 
 
 def test_one_is_not_the_only_constant_near_one():

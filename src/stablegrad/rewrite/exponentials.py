@@ -13,6 +13,10 @@ root-difference benchmarks):
 - logs of shifted arguments: `log(x + c) - log(x)` is `log1p(c/x)`, and the difference of
   entropy-like terms `(x + c)·log(x + c) - x·log(x)` is `c·log(x + c) + x·log1p(c/x)`, both where
   x > |c| (elsewhere the written difference is accurate, or -inf/NaN as written);
+- near-0 quotients by series: `expm1(x)/x` (SciPy's exprel) and `x/expm1(x)`, and
+  `log(sinh(x)/x)`, by their Taylor series for |x| below 1 (2), whose derivatives do not cancel
+  as the quotient rule's do; `log(sinh(x))` past x = 20 as x - log 2 + log1p(-exp(-2x)); the
+  logistic density σ(y)·σ(-y) as (sech(y/2)/2)², whose derivative does not cancel at y = 0;
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
   `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
 
@@ -23,11 +27,14 @@ them (a replacement is rewritten again).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..graph.basic import Apply, Variable
+from ..graph.basic import Apply, Variable, constant
 from ..ops import stable
 from ..ops.elementwise import (
+    Abs,
     Add,
     Divide,
     Multiply,
@@ -35,17 +42,22 @@ from ..ops.elementwise import (
     Sqrt,
     Subtract,
     absolute,
+    clip,
     divide,
+    equal,
     greater,
     isfinite,
     less,
+    less_equal,
     logical_and,
+    logical_not,
     multiply,
     where,
 )
 from ..ops.math import (
     Cosh,
     Exp,
+    Expm1,
     Log,
     Log1p,
     Power,
@@ -55,6 +67,7 @@ from ..ops.math import (
     arcsinh,
     cos,
     cosh,
+    exp,
     expm1,
     log,
     log1p,
@@ -374,7 +387,7 @@ def _log_of_shift(v: Variable) -> tuple[Variable, Variable] | None:
     plus_one = owner(v, Log1p)
     if plus_one is not None:
         x = plus_one.inputs[0]
-        return x, np.ones((), x.dtype)
+        return x, constant(np.ones((), x.dtype))
     return None
 
 
@@ -462,6 +475,144 @@ def log1p_from_difference_of_x_log_x(node):
         near = near if sign == 1.0 else negate(near)
         return fits(where(_above_shift(x, c), near, _written_difference(node)), node)
     return None
+
+
+# -- near-0 quotients, by series ------------------------------------------------------------------------
+def _horner(t: Variable, coefficients: list[float]) -> Variable:
+    """Σ coefficients[k]·t^k, by Horner's rule (the highest power innermost)."""
+    total: Variable | float = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        total = total * t + c
+    return total  # type: ignore[return-value]
+
+
+#: exprel(x) = expm1(x)/x = Σ x^k/(k+1)!: 18 terms leave the 19th below 2⁻⁵⁵ of the sum for |x| < 1
+_EXPREL = [1.0 / math.factorial(k + 1) for k in range(18)]
+#: (sinh(x)/x - 1)/x² = Σ x^(2k-2)/(2k+1)!, k ≥ 1: 12 terms for x² < 4 (the 13th: 6·4¹²/27! of the first)
+_SINHC = [1.0 / math.factorial(2 * k + 1) for k in range(1, 13)]
+
+
+def _nan_at_zero(x: Variable) -> Variable:
+    """0, or NaN where x = 0: added, so the written 0/0 stays NaN there (and a NaN x keeps its NaN gradient)."""
+    return where(equal(x, 0), np.full((), np.nan, x.dtype), np.zeros((), x.dtype))
+
+
+def _float(x: Variable) -> bool:
+    return x.dtype.kind == "f"
+
+
+@rewrite(_S, _REC, Divide)
+def exprel_from_quotient(node):
+    """expm1(x) / x → exprel(x), x / expm1(x) → 1 / exprel(x): the Taylor series Σ x^k/(k+1)! where
+    |x| < 1, the quotient as written elsewhere (`(exp(x) - 1) / x` once expm1_from_naive has run).
+
+    Written, the value is accurate (expm1 keeps its digits) but its derivative, by the quotient
+    rule, is exp(x)/x - expm1(x)/x², two terms of about 1/x that cancel to about 1/2: every
+    digit is gone for |x| below 1e-8. The series' derivative has no such difference. At |x| ≥ 1
+    the written derivative loses at most 2 bits and stays. At x = 0 the written 0/0 is NaN and
+    stays NaN. Other numerators than expm1 of the same x must not fire.
+    """
+    top, bottom = node.inputs
+    for numerator, denominator, inverted in ((top, bottom, False), (bottom, top, True)):
+        inner = owner(numerator, Expm1)
+        if inner is None or inner.inputs[0] is not denominator or not _float(denominator):
+            continue
+        x = denominator
+        small = less(absolute(x), 1.0)
+        series = _horner(x, _EXPREL)
+        # the written quotient where |x| >= 1, by x read as 1 elsewhere: the same value there, no
+        # 0/0 where it is not selected, and a denominator this rule does not match again
+        safe = where(small, np.ones((), x.dtype), x)
+        if not inverted:
+            return fits(where(small, series, numerator / safe) + _nan_at_zero(x), node)
+        # x/expm1(x) past x = 40 is x·exp(-x) to 2⁻⁵⁷: written, its derivative's path through
+        # expm1 underflows ((g/expm1)·x/expm1 ≈ 1e-606 at x = 700) where the answer is (1 - x)·e⁻ˣ
+        far = greater(x, 40.0)
+        tail = where(far, x * exp(negate(x)), safe / numerator)
+        return fits(where(small, 1.0 / series, tail) + _nan_at_zero(x), node)
+    return None
+
+
+@rewrite(_S, _REC, Log)
+def log_sinhc_from_log_of_quotient(node):
+    """log(sinh(x) / x) → log1p(x²·Σ x^(2k-2)/(2k+1)!) where |x| < 2; log(sinh(x)/x) as written for
+    2 ≤ |x| ≤ 20; |x| - log(2|x|) + log1p(-exp(-2|x|)) beyond (NaN at x = 0 as written).
+
+    Written, sinh(x)/x is within an ulp of 1 for |x| below 1e-8, where the answer is x²/6, and
+    the log keeps only rounding; its derivative coth(x) - 1/x cancels likewise (at x = 1e-3 it
+    has lost 20 bits). Past |x| ≈ 710 sinh overflows and the written log is inf. Between 2 and
+    20 the written formula loses at most a bit and stays. sinh of another x, or another
+    divisor, must not fire.
+    """
+    quotient = owner(node.inputs[0], Divide)
+    if quotient is None:
+        return None
+    hyperbolic = owner(quotient.inputs[0], Sinh)
+    x = quotient.inputs[1]
+    if hyperbolic is None or hyperbolic.inputs[0] is not x or not _float(x):
+        return None
+    t = x * x
+    near = log1p(t * _horner(t, _SINHC))
+    a = absolute(x)
+    far = a - log(2.0 * a) + log1p(negate(exp(-2.0 * a)))
+    small = less(a, 2.0)
+    inside = logical_and(logical_not(small), less_equal(a, 20.0))
+    # the written log where 2 <= |x| <= 20, of 1 elsewhere (no 0/0 or overflow where not selected,
+    # and a log of a where, which this rule does not match again)
+    written = log(where(inside, quotient.outputs[0], np.ones((), x.dtype)))
+    return fits(where(small, near, where(inside, written, far)) + _nan_at_zero(x), node)
+
+
+@rewrite(_S, _REC, Log)
+def log_sinh_far_from_log_of_sinh(node):
+    """log(sinh(x)) → x - log(2) + log1p(-exp(-2x)) where x > 20, and log(|sinh(x)|) the same of
+    |x| where |x| > 20 (the GERG equation of state's `log(fabs(sinh(t·τ)))`); as written elsewhere.
+
+    Written, sinh overflows past |x| ≈ 710, where the log is about |x| - log 2, and its derivative
+    cosh/sinh is inf/inf. Below 20 the written log is accurate, and x - log(2) would cancel
+    near x = 0.88 where log(sinh(x)) = 0: it stays. log(sinh(x)) of x < 0 is NaN as written.
+    `log(2·sinh(x))` is log_of_twice_hyperbolic's.
+    """
+    inner = node.inputs[0]
+    magnitude = owner(inner, Abs)
+    hyperbolic = owner(magnitude.inputs[0] if magnitude is not None else inner, Sinh)
+    if hyperbolic is None or not _float(hyperbolic.inputs[0]):
+        return None
+    x = hyperbolic.inputs[0]
+    a = absolute(x) if magnitude is not None else x
+    far = a - float(np.log(2.0)) + log1p(negate(exp(-2.0 * a)))
+    far_out = greater(a, 20.0)
+    # the written log of 1 where far: a log of a where, which this rule does not match again
+    written = log(where(far_out, np.ones((), x.dtype), inner))
+    return fits(where(far_out, far, written), node)
+
+
+@rewrite(_S, _REC, Multiply)
+def squared_sech_from_logistic_density(node):
+    """σ(y)·σ(-y) → (sech(y/2)/2)² where |y| < 40, exp(-|y|)·σ(|y|)² beyond (the logistic density,
+    what exp(y)/(1 + exp(y))² and σ(y)·(1 - σ(y)) become).
+
+    The value is as accurate either way (to an ulp); the derivative of the product,
+    σσ(-)·(σ(-y) - σ(y)), cancels near y = 0 (two terms of ½: at y = 1e-8 the answer is -y/8
+    and no digit is right), where sech²'s is a product. Past |y| = 40 sech(y/2)'s derivative
+    would pass through an underflow (at y = 700 the density is 1e-304, the cotangent of cosh
+    1e-456) while σ(-|y|) - σ(|y|) no longer cancels: there the density is e^-|y|·σ(|y|)², whose
+    derivative is a sum of like-signed terms. σ of unrelated arguments must not fire.
+    """
+    a, b = node.inputs
+    za, zb = owner(a, stable.Sigmoid), owner(b, stable.Sigmoid)
+    if za is None or zb is None or not _opposite(za.inputs[0], zb.inputs[0]):
+        return None
+    y = za.inputs[0]
+    if not _float(y):
+        return None
+    size = absolute(y)
+    near = less(size, 40.0)
+    # (clipped: cosh(20) is finite in every float dtype but float16, whose density is 0 past 17)
+    half_sech = 0.5 / cosh(clip(y, -40.0, 40.0) / 2.0)
+    far_sigmoid = stable.sigmoid(size)
+    far = exp(negate(size)) * (far_sigmoid * far_sigmoid)
+    return fits(where(near, half_sech * half_sech, far), node)
 
 
 # -- inverse hyperbolic functions ----------------------------------------------------------------------
@@ -625,4 +776,8 @@ RULES = (
     log1p_from_difference_of_x_log_x,
     inverse_hyperbolic_from_log,
     inverse_gudermannian_from_log_tan,
+    exprel_from_quotient,
+    log_sinhc_from_log_of_quotient,
+    log_sinh_far_from_log_of_sinh,
+    squared_sech_from_logistic_density,
 )
