@@ -17,6 +17,9 @@ root-difference benchmarks):
   `log(sinh(x)/x)`, by their Taylor series for |x| below 1 (2), whose derivatives do not cancel
   as the quotient rule's do; `log(sinh(x))` past x = 20 as x - log 2 + log1p(-exp(-2x)); the
   logistic density σ(y)·σ(-y) as (sech(y/2)/2)², whose derivative does not cancel at y = 0;
+  `log1p(x) - x` by the atanh series for -0.5 < x < 1;
+- `exp(log(a) ± log(b))` is `a·b` (`a/b`), NaN where a log is;
+- `a / cosh(x)`, `a / sinh(x)` and their squares past |x| = 20 are `a·2e^-|x|` (twice for the squares);
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
   `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
 
@@ -51,6 +54,7 @@ from ..ops.elementwise import (
     less_equal,
     logical_and,
     logical_not,
+    logical_or,
     multiply,
     where,
 )
@@ -615,6 +619,105 @@ def squared_sech_from_logistic_density(node):
     return fits(where(near, half_sech * half_sech, far), node)
 
 
+#: (log1p(x) - x + x²/(2 + x)) / (2u³) = Σ u^(2k)/(2k + 3), u = x/(2 + x): 18 terms for u² ≤ 1/9
+_LOG1PMX = [1.0 / (2 * k + 3) for k in range(18)]
+
+
+@rewrite(_S, _REC, Subtract)
+def log1pmx_from_difference(node):
+    """log1p(x) - x → -x²/(2 + x) + 2u³·Σ u^(2k)/(2k + 3) with u = x/(2 + x) where -0.5 < x < 1, the
+    written difference elsewhere; x - log1p(x) the negation (`log(1 + x) - x` once log1p_from_naive
+    has run: SciPy's log1pmx, the Poisson and Stirling remainders).
+
+    Written, log1p(x) and x agree to the first order: the difference, about -x²/2, loses every
+    digit for |x| below 1e-8 (log1p(x) then rounds to x), and its derivative 1/(1 + x) - 1 does
+    the same. The series is log1p(x) = 2·atanh(u) with its first term taken out exactly
+    (2u - x = -x²/(2 + x)); |u| ≤ 1/3 on the interval. Outside it the written difference loses
+    at most 2 bits, and keeps its -inf at x = -1 and NaN below. Another operand than log1p's own
+    x must not fire.
+    """
+    a, b = node.inputs
+    for logarithm, x, sign in ((a, b, 1.0), (b, a, -1.0)):
+        inner = owner(logarithm, Log1p)
+        if inner is None or inner.inputs[0] is not x or not _float(x):
+            continue
+        near = logical_and(greater(x, -0.5), less(x, 1.0))
+        xs = where(near, x, np.zeros((), x.dtype))  # (no 0/0 at x = -2 where it is not selected)
+        u = xs / (xs + 2.0)
+        series = negate(xs * xs / (xs + 2.0)) + 2.0 * (u * u * u) * _horner(u * u, _LOG1PMX)
+        # (a sum with the negation: the difference itself would be matched again)
+        written = logarithm + negate(x) if sign == 1.0 else x + negate(logarithm)
+        return fits(where(near, series if sign == 1.0 else negate(series), written), node)
+    return None
+
+
+# -- reciprocal hyperbolic functions far out ---------------------------------------------------------------
+def _hyperbolic_power(v: Variable) -> tuple[type, Variable, int] | None:
+    """(Sinh or Cosh, x, k) for v = sinh(x)^k or cosh(x)^k, k = 1 or 2 (`u * u`, `u**2`, `square(u)`)."""
+    base, k = v, 1
+    squared = square_of(v)
+    if squared is not None:
+        base, k = squared, 2
+    f = owner(base, Sinh, Cosh)
+    return (type(f.op), f.inputs[0], k) if f is not None else None
+
+
+@rewrite(_S, _REC, Divide)
+def exponential_from_reciprocal_hyperbolic(node):
+    """a / cosh(x) → a·2e^-|x| and a / sinh(x) → a·sign(x)·2e^-|x| where |x| > 20 (also of c·cosh(x)), and a / cosh(x)² or
+    a / sinh(x)² → (a·2e^-|x|)·2e^-|x| there (sech, csch and their squares: the hyperbolic secant, the
+    GERG equation of state's t²/sinh(t·τ)²); the quotient as written where |x| ≤ 20.
+
+    Written, cosh and sinh overflow past |x| ≈ 710 (their squares past 355) where the quotient is
+    still a normal number, and the derivative's path through the denominator, (g/d)·(a/d), underflows
+    long before (at x = 400, 1e-173 · 1e-173) although the answer, -a·sinh/cosh², is 1e-173. Past 20,
+    e^-2|x| is below 2⁻⁵⁷ and 2e^-|x| is the reciprocal to the last bit. Another denominator must not
+    fire.
+    """
+    core, scale = scaled_core(node.inputs[1])  # (a constant factor: 2/(exp(x) + exp(-x)) is 2/(2·cosh(x)))
+    found = _hyperbolic_power(core)
+    if found is None or not _float(found[1]) or scale == 0:
+        return None
+    f, x, k = found
+    a = node.inputs[0] if scale == 1.0 else node.inputs[0] / scale
+    size = absolute(x)
+    far = greater(size, 20.0)
+    twice = 2.0 * exp(negate(size))
+    scaled = a * twice
+    if k == 2:
+        scaled = scaled * twice
+    elif f is Sinh:
+        scaled = where(less(x, 0), negate(scaled), scaled)
+    # the written quotient where not far, of 1 where far (no overflow there, and a divisor this rule
+    # does not match again)
+    written = node.inputs[0] / where(far, np.ones((), x.dtype), node.inputs[1])
+    return fits(where(far, scaled, written), node)
+
+
+# -- exp of a sum of logs -------------------------------------------------------------------------------
+@rewrite(_S, _REC, Exp)
+def product_from_exp_of_sum_of_logs(node):
+    """exp(log(a) + log(b)) → a·b and exp(log(a) - log(b)) → a/b, NaN where a or b is negative (as
+    written: the log of a negative).
+
+    Written, the sum of logs rounds to an ulp of |log(a·b)| and the exp turns that into a relative
+    error of |log(a·b)|·ε: 9 bits at a·b = 1e-300; the derivative b·exp(...)/... carries it too.
+    The product rounds once. Zeros and infinities meet as written: 0·inf and inf/inf are NaN where
+    -inf + inf is, 0·b = exp(-inf) = 0. Logs of other functions (log1p, log_sigmoid) must not fire.
+    """
+    total = owner(node.inputs[0], Add, Subtract)
+    if total is None:
+        return None
+    a, b = (_log_operand(v) for v in total.inputs)
+    if a is None or b is None or not (_float(a) and _float(b)):
+        return None
+    combined = a * b if isinstance(total.op, Add) else a / b
+    negative = logical_or(less(a, 0), less(b, 0))
+    dtype = node.outputs[0].dtype
+    outside = where(negative, np.full((), np.nan, dtype), np.zeros((), dtype))
+    return fits(combined + outside, node)
+
+
 # -- inverse hyperbolic functions ----------------------------------------------------------------------
 def _sqrt_argument(v: Variable) -> Variable | None:
     node = owner(v, Sqrt)
@@ -780,4 +883,7 @@ RULES = (
     log_sinhc_from_log_of_quotient,
     log_sinh_far_from_log_of_sinh,
     squared_sech_from_logistic_density,
+    log1pmx_from_difference,
+    product_from_exp_of_sum_of_logs,
+    exponential_from_reciprocal_hyperbolic,
 )
