@@ -15,11 +15,9 @@ root-difference benchmarks):
   x > |c| (elsewhere the written difference is accurate, or -inf/NaN as written);
 - near-0 quotients by series: `expm1(x)/x` (SciPy's exprel) and `x/expm1(x)`, and
   `log(sinh(x)/x)`, by their Taylor series for |x| below 1 (2), whose derivatives do not cancel
-  as the quotient rule's do; `log(sinh(x))` past x = 20 as x - log 2 + log1p(-exp(-2x)); the
-  logistic density σ(y)·σ(-y) as (sech(y/2)/2)², whose derivative does not cancel at y = 0;
+  as the quotient rule's do; `log(sinh(x))` past x = 20 as x - log 2 + log1p(-exp(-2x));
   `log1p(x) - x` by the atanh series for -0.5 < x < 1;
 - `exp(log(a) ± log(b))` is `a·b` (`a/b`), NaN where a log is;
-- `a / cosh(x)`, `a / sinh(x)` and their squares past |x| = 20 are `a·2e^-|x|` (twice for the squares);
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
   `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
 
@@ -45,7 +43,6 @@ from ..ops.elementwise import (
     Sqrt,
     Subtract,
     absolute,
-    clip,
     divide,
     equal,
     greater,
@@ -591,34 +588,6 @@ def log_sinh_far_from_log_of_sinh(node):
     return fits(where(far_out, far, written), node)
 
 
-@rewrite(_S, _REC, Multiply)
-def squared_sech_from_logistic_density(node):
-    """σ(y)·σ(-y) → (sech(y/2)/2)² where |y| < 40, exp(-|y|)·σ(|y|)² beyond (the logistic density,
-    what exp(y)/(1 + exp(y))² and σ(y)·(1 - σ(y)) become).
-
-    The value is as accurate either way (to an ulp); the derivative of the product,
-    σσ(-)·(σ(-y) - σ(y)), cancels near y = 0 (two terms of ½: at y = 1e-8 the answer is -y/8
-    and no digit is right), where sech²'s is a product. Past |y| = 40 sech(y/2)'s derivative
-    would pass through an underflow (at y = 700 the density is 1e-304, the cotangent of cosh
-    1e-456) while σ(-|y|) - σ(|y|) no longer cancels: there the density is e^-|y|·σ(|y|)², whose
-    derivative is a sum of like-signed terms. σ of unrelated arguments must not fire.
-    """
-    a, b = node.inputs
-    za, zb = owner(a, stable.Sigmoid), owner(b, stable.Sigmoid)
-    if za is None or zb is None or not _opposite(za.inputs[0], zb.inputs[0]):
-        return None
-    y = za.inputs[0]
-    if not _float(y):
-        return None
-    size = absolute(y)
-    near = less(size, 40.0)
-    # (clipped: cosh(20) is finite in every float dtype but float16, whose density is 0 past 17)
-    half_sech = 0.5 / cosh(clip(y, -40.0, 40.0) / 2.0)
-    far_sigmoid = stable.sigmoid(size)
-    far = exp(negate(size)) * (far_sigmoid * far_sigmoid)
-    return fits(where(near, half_sech * half_sech, far), node)
-
-
 #: (log1p(x) - x + x²/(2 + x)) / (2u³) = Σ u^(2k)/(2k + 3), u = x/(2 + x): 18 terms for u² ≤ 1/9
 _LOG1PMX = [1.0 / (2 * k + 3) for k in range(18)]
 
@@ -649,49 +618,6 @@ def log1pmx_from_difference(node):
         written = logarithm + negate(x) if sign == 1.0 else x + negate(logarithm)
         return fits(where(near, series if sign == 1.0 else negate(series), written), node)
     return None
-
-
-# -- reciprocal hyperbolic functions far out ---------------------------------------------------------------
-def _hyperbolic_power(v: Variable) -> tuple[type, Variable, int] | None:
-    """(Sinh or Cosh, x, k) for v = sinh(x)^k or cosh(x)^k, k = 1 or 2 (`u * u`, `u**2`, `square(u)`)."""
-    base, k = v, 1
-    squared = square_of(v)
-    if squared is not None:
-        base, k = squared, 2
-    f = owner(base, Sinh, Cosh)
-    return (type(f.op), f.inputs[0], k) if f is not None else None
-
-
-@rewrite(_S, _REC, Divide)
-def exponential_from_reciprocal_hyperbolic(node):
-    """a / cosh(x) → a·2e^-|x| and a / sinh(x) → a·sign(x)·2e^-|x| where |x| > 20 (also of c·cosh(x)), and a / cosh(x)² or
-    a / sinh(x)² → (a·2e^-|x|)·2e^-|x| there (sech, csch and their squares: the hyperbolic secant, the
-    GERG equation of state's t²/sinh(t·τ)²); the quotient as written where |x| ≤ 20.
-
-    Written, cosh and sinh overflow past |x| ≈ 710 (their squares past 355) where the quotient is
-    still a normal number, and the derivative's path through the denominator, (g/d)·(a/d), underflows
-    long before (at x = 400, 1e-173 · 1e-173) although the answer, -a·sinh/cosh², is 1e-173. Past 20,
-    e^-2|x| is below 2⁻⁵⁷ and 2e^-|x| is the reciprocal to the last bit. Another denominator must not
-    fire.
-    """
-    core, scale = scaled_core(node.inputs[1])  # (a constant factor: 2/(exp(x) + exp(-x)) is 2/(2·cosh(x)))
-    found = _hyperbolic_power(core)
-    if found is None or not _float(found[1]) or scale == 0:
-        return None
-    f, x, k = found
-    a = node.inputs[0] if scale == 1.0 else node.inputs[0] / scale
-    size = absolute(x)
-    far = greater(size, 20.0)
-    twice = 2.0 * exp(negate(size))
-    scaled = a * twice
-    if k == 2:
-        scaled = scaled * twice
-    elif f is Sinh:
-        scaled = where(less(x, 0), negate(scaled), scaled)
-    # the written quotient where not far, of 1 where far (no overflow there, and a divisor this rule
-    # does not match again)
-    written = node.inputs[0] / where(far, np.ones((), x.dtype), node.inputs[1])
-    return fits(where(far, scaled, written), node)
 
 
 # -- exp of a sum of logs -------------------------------------------------------------------------------
@@ -882,8 +808,6 @@ RULES = (
     exprel_from_quotient,
     log_sinhc_from_log_of_quotient,
     log_sinh_far_from_log_of_sinh,
-    squared_sech_from_logistic_density,
     log1pmx_from_difference,
     product_from_exp_of_sum_of_logs,
-    exponential_from_reciprocal_hyperbolic,
 )
