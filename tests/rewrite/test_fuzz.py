@@ -338,6 +338,17 @@ def check(case: Case, backend: str = "numpy") -> None:
         try:
             compare(backend == "jax", lim)
         except AssertionError:
+            if not limits:
+                # the reference's digits may have run out on the way and been absorbed after
+                # (1 - sigmoid(1e5) is 0 at 1,320 digits, and expm1(log(0))/log(0) a finite 0):
+                # held to the written formula evaluated with far more digits instead, where that is cheap
+                precise = _reference(x, written, case.values, dps=256 * DEFAULT_DPS["float64"])
+                better = precise[0 if label == "value" else 1]
+                if not np.array_equal(better, e, equal_nan=True):
+                    _compare(
+                        label, g, n, better, where, takes_limits, nan_allowed, case.precision, backend == "jax", lim
+                    )
+                    continue
             if label == "value":
                 if limits or not _passes_through_infinity(x, out, case.values):
                     raise
@@ -371,7 +382,7 @@ class _TooCostly(Exception):
     pass
 
 
-def _reference(x, outputs, values) -> list[np.ndarray]:
+def _reference(x, outputs, values, dps: int | None = None) -> list[np.ndarray]:
     """The written formula evaluated exactly (mpmath), where that is cheap: exp(exp(exp(30))) has
     a billion-digit exponent, so a reference that takes over two seconds rejects the case.
 
@@ -384,8 +395,8 @@ def _reference(x, outputs, values) -> list[np.ndarray]:
     previous = signal.signal(signal.SIGALRM, give_up)
     signal.setitimer(signal.ITIMER_REAL, REFERENCE_SECONDS)
     try:
-        exact = evaluate([x], outputs, [values], dps=DEFAULT_DPS["float64"])
-        if not all(np.isfinite(to_float(e, "float64")).all() for e in exact):
+        exact = evaluate([x], outputs, [values], dps=dps or DEFAULT_DPS["float64"])
+        if dps is None and not all(np.isfinite(to_float(e, "float64")).all() for e in exact):
             exact = evaluate([x], outputs, [values], dps=4 * DEFAULT_DPS["float64"])
     except (_TooCostly, OverflowError, MemoryError):
         # (mpmath's own precision bookkeeping overflows past ~1e(1e300), and cosh(exp(exp(30)))
