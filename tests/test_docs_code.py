@@ -29,7 +29,14 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 FENCE = re.compile(r"^(?P<indent>[ ]*)```python(?P<info>[^\n]*)\n(?P<code>.*?)^(?P=indent)```[ ]*$", re.M | re.S)
 NO_RUN = "{.no-run}"
-EXTRAS = {"jax", "jaxlib", "numba", "mpmath", "matplotlib"}  # what a block may need that `pip install .` lacks
+EXTRAS = {
+    "jax",
+    "jaxlib",
+    "numba",
+    "mpmath",
+    "matplotlib",
+    "ml_dtypes",
+}  # what a block may need that `pip install .` lacks
 
 
 def blocks(page: Path) -> list[tuple[int, str, str]]:

@@ -134,7 +134,8 @@ def _representative_graphs():
     i, iv = sg.tensor("i", (None,), "int64"), np.array([2, 0, 2])
     labels, labels_v = sg.tensor("labels", (3,), "int64"), np.array([1, 3, 0])
     z, zv = sg.tensor("z", (None, 1)), np.ones((5, 1))
-    leaves, values = [a, b, m, v, i, labels, z], [av, bv, mv, vv, iv, labels_v, zv]
+    c, cv = sg.tensor("c", (3, 4), "complex128"), av + 1j * rng.uniform(-3.0, 3.0, (3, 4))
+    leaves, values = [a, b, m, v, i, labels, z, c], [av, bv, mv, vv, iv, labels_v, zv, cv]
     p, q = sg.vector("p"), sg.vector("q")
     hypot = OpFromGraph([p, q], sg.sqrt(p * p + q * q))
     spd = a @ sg.transpose(a) + 3.0 * sg.eye(3)
@@ -180,6 +181,9 @@ def _representative_graphs():
         stable.softplus(a), stable.logit(a), stable.xlogy(a, b), stable.xlog1py(a, b),
         log_erfc(a), stable.xexpx(a - 1.0), masked_gradient(a, a > 0.3),
         stable.log_ndtr(a), stable.log_cosh(a), stable.log_sigmoid_difference(a + 1.0, a),
+        # complex numbers
+        sg.real(c), sg.imag(c), sg.conj(c), sg.angle(c), abs(c), stable.logsumexp(c, axis=1),
+        *stable.logsumexp(c, axis=0, b=c * 1j, return_sign=True), stable.logsumexp(a, axis=1, b=c, where=a > 0.1),
     ]  # fmt: skip
     return leaves, values, outputs
 
@@ -279,7 +283,10 @@ def check_reads(node: Apply) -> None:
         outs = node.op.perform(*inputs)
     outputs = [np.asarray(o) for o in ((outs,) if node.op.nout == 1 else outs)]
     cotangents = [
-        rng.standard_normal(o.shape).astype(o.dtype) if o.dtype.kind == "f" else np.zeros_like(o) for o in outputs
+        rng.standard_normal(o.shape).astype(o.dtype) + (1j * rng.standard_normal(o.shape) if o.dtype.kind == "c" else 0)
+        if o.dtype.kind in "fc"
+        else np.zeros_like(o)
+        for o in outputs
     ]
     reads = node.op.reads
     with np.errstate(all="ignore"):

@@ -32,6 +32,7 @@ from .graph.basic import Apply, Constant, Op, Variable, constant
 from .graph.inputs import matrix, scalar, tensor, vector
 from .graph.printing import dprint
 from .graph.types import TensorType
+from .ops.complex_parts import angle, conj, conjugate, imag, real
 from .ops.composite import OpFromGraph, SymbolicOp
 from .ops.creation import (
     arange,

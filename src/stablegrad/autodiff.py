@@ -21,6 +21,7 @@ from .errors import GradientError, attributed_to
 from .graph import hooks, names
 from .graph.basic import Apply, Constant, Variable, Zero, ancestors, paused_gc, substitute, toposort
 from .ops.base import Elementwise
+from .ops.complex_parts import real
 from .ops.creation import Alloc, arange, ones_like, zeros, zeros_like
 from .ops.dims import labelled
 from .ops.elementwise import astype, equal
@@ -463,8 +464,10 @@ def transposed_pullback(op, inputs: Sequence[Variable], outputs: Sequence[Variab
     stand_ins = {k: Variable(y.type, name=f"cotangent{k}") for k, y in enumerate(outputs) if y.type.is_float()}
     cotangents = [stand_ins[k] if k in stand_ins else zeros_like(y) for k, y in enumerate(outputs)]
     partials = op.pullback(inputs, outputs, cotangents)
+    # complex numbers pair by Re(a·b) (JAX's convention, ops/complex_parts.py): the pullback is the
+    # transpose of the derivative as a real-linear map
     terms = [
-        sum_(_fit(g, x) * t)
+        real(sum_(_fit(g, x) * t))
         for x, g, t in zip(inputs, partials, tangents)
         if t is not None and not isinstance(g, Zero) and x.type.is_float()
     ]

@@ -33,6 +33,7 @@ from .bench.commandline import add_arguments as add_bench_arguments
 from .bench.commandline import command as bench
 from .demo import run_demo
 from .errors import StableGradError
+from .graph.types import is_floating
 from .progress import Bar
 
 EXIT_STABLE, EXIT_UNSTABLE, EXIT_USAGE = 0, 1, 2
@@ -138,7 +139,7 @@ def _run_audit(args):
     if args.dtypes is not None:
         dtypes = check_dtypes([d.strip() for d in args.dtypes.split(",") if d.strip()])
     else:
-        floats = list(dict.fromkeys(t.dtype.name for t in inputs.values() if t.dtype.kind == "f"))
+        floats = list(dict.fromkeys(t.dtype.name for t in inputs.values() if is_floating(t.dtype)))
         if not floats:
             raise AuditError("no float input to sweep: give at least one --input NAME=float64[...]")
         dtypes = check_dtypes(floats)

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 jax = pytest.importorskip("jax")
+import ml_dtypes  # noqa: E402  (JAX depends on it)
 
 import stablegrad as sg  # noqa: E402
 from stablegrad.backends import jax_backend  # noqa: E402
@@ -321,6 +322,26 @@ CASES = [
         symbolic=True,
     ),
     Case("logsumexp_empty_axis", lambda x: [logsumexp(x, axis=1)], (np.zeros((2, 0)),)),
+    # -- complex numbers and bfloat16 (gradients of the real parts: the cost casts outputs to float64) ------
+    Case(
+        "complex_parts_and_logsumexp",
+        lambda z, w: [
+            sg.real(z),
+            sg.imag(z),
+            sg.conj(z),
+            sg.angle(z),
+            sg.abs(z),
+            logsumexp(z, axis=1),
+            *logsumexp(z, axis=0, b=w, return_sign=True),
+        ],
+        (normal(3, 4, scale=400) + 1j * normal(3, 4), normal(3, 4) + 1j * normal(3, 4)),
+    ),
+    Case(
+        "bfloat16",
+        lambda x: [sg.exp(x), sg.erf(x), x * 2.0, logsumexp(x, axis=1), sg.softmax(x), sg.sum(x, axis=1), sg.mean(x)],
+        (normal(3, 300).astype(ml_dtypes.bfloat16),),
+        rtol=2**-8,  # XLA's bfloat16 exp and ml_dtypes' may round one ulp apart
+    ),
     # -- loops ----------------------------------------------------------------------------------------
     Case(
         "scan_cumsum", lambda xs: list(sg.scan(lambda c, x: (c + x, c * x), sg.zeros_like(xs[0]), xs)), (normal(6, 3),)
@@ -373,9 +394,11 @@ def test_jax_matches_numpy(case: Case):
         assert isinstance(g, np.ndarray), f"output {i} is a {type(g).__name__}"
         assert g.dtype == e.dtype, f"output {i}: jax gives {g.dtype}, numpy {e.dtype}"
         assert g.shape == e.shape, f"output {i}: jax gives shape {g.shape}, numpy {e.shape}"
-        if e.dtype.kind in "fc":
+        if e.dtype.kind in "fc" or e.dtype == ml_dtypes.bfloat16:
             # float32: a few units in the last place of O(1) values (2.4e-7 each), cancellations included
             rtol, atol = (max(case.rtol, 2e-6), 1e-6) if e.dtype == np.float32 else (case.rtol, case.rtol * 1e-2)
+            if e.dtype == ml_dtypes.bfloat16:  # (NumPy's allclose has no bfloat16 loops)
+                g, e = g.astype(np.float32), e.astype(np.float32)
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"output {i}")
         else:
             np.testing.assert_array_equal(g, e, err_msg=f"output {i}")

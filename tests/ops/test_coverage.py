@@ -1,7 +1,7 @@
 """Every concrete op of the core families is named by a spec table of the op tests.
 
 A new op in stablegrad.ops.{elementwise, math, reduction, shape, indexing, linalg,
-creation, norms} fails this test until a spec (value against NumPy/SciPy, pullback against
+creation, norms, complex_parts} fails this test until a spec (value against NumPy/SciPy, pullback against
 finite differences) covers it.
 """
 
@@ -12,9 +12,21 @@ import inspect
 import pytest
 
 from stablegrad.graph.basic import Op
-from stablegrad.ops import creation, decompositions, elementwise, indexing, linalg, math, norms, reduction, shape
+from stablegrad.ops import (
+    complex_parts,
+    creation,
+    decompositions,
+    elementwise,
+    indexing,
+    linalg,
+    math,
+    norms,
+    reduction,
+    shape,
+)
 
 from . import (
+    test_complex_parts,
     test_creation,
     test_elementwise,
     test_indexing,
@@ -25,7 +37,7 @@ from . import (
     test_shape,
 )
 
-MODULES = [elementwise, math, reduction, shape, indexing, linalg, decompositions, norms, creation]
+MODULES = [elementwise, math, reduction, shape, indexing, linalg, decompositions, norms, creation, complex_parts]
 COVERED = (
     test_elementwise.COVERED
     | test_math.COVERED
@@ -35,6 +47,7 @@ COVERED = (
     | test_linalg.COVERED
     | test_norms.COVERED
     | test_creation.COVERED
+    | test_complex_parts.COVERED
 )
 
 

@@ -300,7 +300,7 @@ def test_power_with_a_zero_cotangent_contributes_zero_where_the_power_overflows(
     np.testing.assert_allclose([gc, gy], [0.5**400, 2.0 * 400 * 0.5**399], rtol=1e-14)
 
 
-@pytest.mark.parametrize("k", [1, 2, 3, 4, 3.0, np.int64(3), "int32 constant", "input"])
+@pytest.mark.parametrize("k", [0, 0.0, 1, 2, 3, 4, 3.0, np.int64(3), "int32 constant", "input"])
 def test_integer_powers_at_zero_have_their_exact_derivatives(k):
     x = sg.scalar("x")
     inputs, args = [x], []

@@ -125,6 +125,31 @@ def test_scan_outer_variables_are_loop_inputs_with_gradients():
     np.testing.assert_allclose(g_w, np.sum(powers * w_value ** (powers - 1.0) * (x_values + b_value)), rtol=1e-14)
 
 
+def test_a_log_of_a_closed_over_matrix_stays_in_the_body_so_zero_transitions_have_finite_gradients():
+    # a left-to-right HMM: log(A) has -inf entries; lifted out of the loop it would be an opaque
+    # input whose zeros recognition cannot see, and d/dA would be 0 · inf = NaN there
+    A, B = sg.matrix("A"), sg.matrix("B")
+
+    def step(alpha, b):
+        return sg.logsumexp(alpha[:, None] + sg.log(A), axis=0) + b, None
+
+    alpha, _ = sg.scan(step, B[0], B[1:])
+    assert alpha.owner.inputs[-1] is A  # A itself is the loop's input, log(A) is computed in the body
+    cost = sg.logsumexp(alpha)
+    unrolled = B[0]
+    for t in range(1, 6):
+        unrolled = sg.logsumexp(unrolled[:, None] + sg.log(A), axis=0) + B[t]
+    A_value = np.array([[0.9, 0.1, 0.0], [0.0, 0.8, 0.2], [0.0, 0.0, 1.0]])
+    B_value = np.log(np.random.default_rng(3).random((6, 3)))  # (not the module rng: later tests draw from it)
+    got = sg.function([A, B], [cost, sg.grad(cost, A)])(A_value, B_value)
+    expected = sg.function([A, B], [sg.logsumexp(unrolled), sg.grad(sg.logsumexp(unrolled), A)], backend="numpy")(
+        A_value, B_value
+    )
+    assert np.isfinite(got[1]).all()
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-14)
+    np.testing.assert_allclose(got[1], expected[1], rtol=1e-13)
+
+
 def test_scan_loop_invariant_ys_and_passthrough_carries():
     xs, W = sg.vector("xs"), sg.matrix("W")
 

@@ -122,7 +122,7 @@ CASES = [
         "erf + (-1)", lambda x: sg.erf(x) + (-1.0), lambda x, k: mp.erf(x) - 1, (-2, 0), lambda x: sg.erf(x) + (-1.5)
     ),
     _erf_case(
-        "1 + (-erf)", lambda x: 1.0 + (-sg.erf(x)), lambda x, k: 1 - mp.erf(x), (2, 0), lambda x: 1.0 + (-sg.erfc(x))
+        "1 + (-erf)", lambda x: 1.0 + (-sg.erf(x)), lambda x, k: 1 - mp.erf(x), (2, 0), lambda x: 2.0 + (-sg.erf(x))
     ),
     Case(
         "exp(x²) erfc(x)",
@@ -208,6 +208,87 @@ CASES = [
         (0.0, -INF),
         ulps=64,
         huge=1e5,
+    ),
+    Case(
+        "1 - erfc",
+        "erf_from_one_minus_erfc",
+        lambda x: 1.0 - sg.erfc(x),
+        lambda x, k: 1 - mp.erfc(x),
+        (-30.0, -3.0, -1e-10, 0.0, 1e-20, 1e-8, 0.5, 3.0, 26.5),
+        (-9.0, -1.0, -1e-6, 0.0, 1e-20, 1e-4, 2.0, 9.0),
+        lambda x: 1.0 - 2.0 * sg.erfc(x),
+        (-1.0, 1.0),
+        huge=1e5,
+    ),
+    Case(
+        "erfc + (-1)",
+        "erf_from_one_minus_erfc",
+        lambda x: sg.erfc(x) + (-1.0),
+        lambda x, k: mp.erfc(x) - 1,
+        (-30.0, -1e-10, 0.0, 1e-20, 1e-8, 3.0),
+        (-9.0, -1e-6, 0.0, 1e-20, 2.0),
+        lambda x: sg.erfc(x) + 1.0,
+        (1.0, -1.0),
+        huge=1e5,
+    ),
+    Case(
+        "1 - ndtr",
+        "normal_survival_from_one_minus_ndtr",
+        lambda x: 1.0 - sg.ndtr(x),
+        lambda x, k: 1 - mp.ncdf(x),
+        NDTR,
+        NDTR32,
+        lambda x: 1.5 - sg.ndtr(x),
+        (1.0, 0.0),
+        huge=1e5,
+    ),
+    Case(
+        "log(ndtr)",
+        "log_ndtr_from_log_of_ndtr",
+        lambda x: sg.log(sg.ndtr(x)),
+        lambda x, k: _log(mp.ncdf(x)),
+        NDTR,
+        NDTR32,
+        lambda x: sg.log(sg.ndtr(x) + 0.5),
+        (-INF, 0.0),
+        huge=1e5,
+    ),
+    Case(
+        "log(1 - ndtr)",
+        "log_ndtr_from_log_of_ndtr",
+        lambda x: sg.log(1.0 - sg.ndtr(x)),
+        lambda x, k: _log(1 - mp.ncdf(x)),
+        tuple(-p for p in NDTR),
+        tuple(-p for p in NDTR32),
+        lambda x: sg.log(1.0 - 0.5 * sg.ndtr(x)),
+        (0.0, -INF),
+        huge=1e5,
+        far=lambda x, k: _log(mp.ncdf(-x)),  # (1 - Φ(1e5) = e^-5e9 is 0 at 900 digits)
+    ),
+    Case(
+        "log1p(-ndtr)",
+        "log_ndtr_from_log_of_ndtr",
+        lambda x: sg.log1p(-sg.ndtr(x)),
+        lambda x, k: _log(1 - mp.ncdf(x)),
+        tuple(-p for p in NDTR),
+        tuple(-p for p in NDTR32),
+        lambda x: sg.log1p(-0.5 * sg.ndtr(x)),
+        (0.0, -INF),
+        huge=1e5,
+        far=lambda x, k: _log(mp.ncdf(-x)),  # (1 - Φ(1e5) = e^-5e9 is 0 at 900 digits)
+    ),
+    Case(
+        "log(ndtr(a) - ndtr(b))",
+        "log_ndtr_difference_from_naive",
+        lambda a, b: sg.log(sg.ndtr(a) - sg.ndtr(b)),
+        lambda a, b, k: _log(mp.ncdf(a) - mp.ncdf(b)),
+        ((-38.0, -40.0), (40.0, 38.0), (1.0, -1.0), (9.0, 8.5), (-8.5, -9.0), (1e-8, -1e-8), (3.0, 2.5), (0.5, 0.25)),
+        ((-12.0, -13.0), (9.0, 8.0), (1.0, -1.0), (5.5, 5.0), (1e-4, -1e-4), (0.5, 0.25)),
+        lambda a, b: sg.log(sg.ndtr(a) - 0.5 * sg.ndtr(b)),
+        arity=2,
+        # the slope in a far out, φ(a)/(Φ(a) - Φ(b)), moves by a·ε per ulp of a: 1270 ulps at a = 40 (the
+        # log-CDFs' difference the formula takes carries 300 of them)
+        grad_ulps=512,
     ),
     Case(
         "exp(x) σ(-x)",
@@ -569,7 +650,7 @@ CASES = [
         lambda x, k: _log(mp.sinh(x)),
         (1e-300, 1e-8, 0.5, 1.5, 3.0, 20.5, 40.0, 700.0, 800.0),
         (1e-30, 1e-4, 0.5, 1.5, 3.0, 20.5, 40.0, 100.0),
-        lambda x: sg.log(2.5 * sg.sinh(x)),
+        lambda x: sg.log(sg.sinh(x) + 2.5),  # (2.5·sinh(x) is log 2.5 + log(sinh(x)) by the products rule: it fires)
         (NAN, INF),
     ),
     Case(

@@ -304,3 +304,89 @@ def test_a_ratio_keeps_its_domain_and_a_near_miss_stays():
             np.testing.assert_allclose(f(np.array(a), np.array(b)), written(np.array(a), np.array(b)), rtol=1e-15)
     near_miss = sg.sum(sg.exp(x)) / sg.sum(sg.exp(y), keepdims=True)  # other axes: left as written
     assert "[probability_from_ratio_of_sums]" not in sg.function([x, y], near_miss).explain()
+
+
+# -- mixture weights normalised through their logs -----------------------------------------------------
+WEIGHTS_RULE = "[normalized_weights_from_softmax_of_log]"
+
+
+def _exact_normalised_mixture(w: np.ndarray, x: np.ndarray) -> tuple[float, np.ndarray]:
+    """log Σ (w_i / Σw) e^{x_i} and its gradient in w, e^{x_j} / Σ w e^x - 1 / Σw, with 40 digits."""
+    with mpmath.workdps(40):
+        ws, es = [mpmath.mpf(float(v)) for v in w], [mpmath.exp(mpmath.mpf(float(v))) for v in x]
+        mixed, total = mpmath.fsum(a * b for a, b in zip(ws, es)), mpmath.fsum(ws)
+        value = float(mpmath.log(mixed / total))
+        slope = np.array([float(e / mixed - 1 / total) for e in es])
+    return value, slope
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        lambda w, x: sg.logsumexp(sg.log_softmax(sg.log(w)) + x),
+        lambda w, x: sg.log(sg.sum(sg.softmax(sg.log(w)) * sg.exp(x))),
+    ],
+    ids=["logsumexp(log_softmax(log w) + x)", "log(sum(softmax(log w) * exp(x)))"],
+)
+@pytest.mark.parametrize("x_value", [[1.0, 2.0, 3.0, -1.0], [800.0, -800.0, 799.0, 0.0]])
+def test_a_mixture_weight_of_exactly_zero_has_a_finite_gradient(spelling, x_value):
+    w, x = sg.vector("w"), sg.vector("x")
+    y = spelling(w, x)
+    f = sg.function([w, x], [y, sg.grad(y, w)])
+    w_value, x_value = np.array([0.0, 1.0, 2.0, 0.5]), np.array(x_value)
+    value, slope = f(w_value, x_value)
+    exact_value, exact_slope = _exact_normalised_mixture(w_value, x_value)
+    np.testing.assert_allclose(value, exact_value, rtol=4e-16)
+    np.testing.assert_allclose(slope, exact_slope, rtol=1e-14, atol=1e-300)
+    assert WEIGHTS_RULE in f.explain()
+    written = sg.function([w, x], sg.grad(y, w, recognition=False), recognition=False)(w_value, x_value)
+    assert not np.isfinite(written).all()  # what the rule is for: 0/0 through log's pullback
+
+
+def test_normalised_weights_keep_the_written_domain_and_values():
+    w = sg.matrix("w")
+    rows = np.array(
+        [
+            [0.0, 1.0, 3.0],  # a zero weight: -inf, as written
+            [0.0, 0.0, 0.0],  # no mass: 0/0
+            [np.inf, 1.0, np.inf],  # +inf weights share the mass
+            [-1.0, 1.0, 2.0],  # a negative weight: log's NaN takes the row
+            [np.nan, 1.0, 2.0],
+            [1e-310, 2e-310, 1e300],
+        ]
+    )
+    for fn in (sg.softmax, sg.log_softmax):
+        y = fn(sg.log(w), axis=1)
+        f, written = sg.function([w], y), sg.function([w], y, recognition=False)
+        assert WEIGHTS_RULE in f.explain()
+        np.testing.assert_allclose(f(rows), written(rows), rtol=4e-16, atol=0)  # NaN and ±inf where written
+    np.testing.assert_array_equal(sg.function([w], sg.softmax(sg.log(w), axis=0))(rows[:1].T)[:, 0], [0.0, 0.25, 0.75])
+
+
+def test_float16_weights_are_summed_where_their_sum_cannot_overflow():
+    w = sg.tensor("w", (3,), "float16")
+    value = sg.function([w], sg.softmax(sg.log(w)))(np.full(3, 30000.0, np.float16))  # Σ = 90000 > 65504
+    assert value.dtype == np.float16
+    np.testing.assert_array_equal(value, np.full(3, np.float16(1 / 3)))
+
+
+def test_normalised_weights_in_a_scan_body_and_on_every_backend():
+    w, xs = sg.vector("w"), sg.matrix("xs")
+
+    def step(total, x):
+        return total + sg.logsumexp(sg.log_softmax(sg.log(w)) + x), None
+
+    y, _ = sg.scan(step, sg.constant(0.0), xs)
+    x_value, w_value = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]]), np.array([0.0, 1.0, 3.0])
+    exact_slope = sum(_exact_normalised_mixture(w_value, row)[1] for row in x_value)
+    for backend in ("numpy", "jax", "numba"):
+        pytest.importorskip(backend)
+        f = sg.function([w, xs], sg.grad(y, w), backend=backend)
+        np.testing.assert_allclose(f(w_value, x_value), exact_slope, rtol=1e-14)
+    assert WEIGHTS_RULE in f.explain()
+
+
+def test_a_masked_softmax_of_log_weights_is_left_as_written():
+    w = sg.vector("w")
+    y = sg.softmax(sg.log(w), where=np.array([True, False, True]))
+    assert WEIGHTS_RULE not in sg.function([w], y).explain()

@@ -37,6 +37,7 @@ NAIVE = [
     Naive("log_sum_exp_keepdims_via_index", lambda x: x - sg.log(_sum_exp(x))[:, None], stable.LogSoftmax),
     Naive("log_weighted_sum_exp", lambda x, b: sg.log(sg.sum(sg.exp(b) * sg.exp(x), axis=-1)), stable.LogSumExp, 2),
     Naive("log_mean_exp", lambda x: sg.log(sg.mean(sg.exp(x), axis=-1)), stable.LogMeanExp),
+    Naive("log_cumsum_exp", lambda x: sg.log(sg.cumsum(sg.exp(x), axis=-1)), stable.LogCumSumExp),
     Naive("log_sum_exp_over_constant", lambda x: sg.log(_sum_exp(x) / 7.0), stable.LogSumExp),
     Naive("exp_product", lambda a, b: sg.exp(a) * sg.exp(-b), stable.ExpOfSum, 2),
     Naive("exp_quotient", lambda a, b: sg.exp(a) / sg.exp(b), stable.ExpOfSum, 2),
@@ -492,3 +493,42 @@ def test_float16_log_softmax_and_log_sigmoid_are_taken_before_the_rounding():
     np.testing.assert_allclose(log_s, -np.logaddexp(0.0, wide), rtol=2e-3)
     np.testing.assert_allclose(p, np.exp(wide - np.log(np.sum(np.exp(wide)))), rtol=2e-3, atol=6e-8)
     assert "[log_softmax_from_log_of_softmax]" in f.explain() and "[log_sigmoid_from_log_of_sigmoid]" in f.explain()
+
+
+def test_a_running_log_sum_exp_written_out_matches_mpmath_past_overflow():
+    x = sg.vector("x")
+    y = sg.log(sg.cumsum(sg.exp(x)))
+    weights = np.array([0.5, 1.0, -2.0, 1.5])
+    f = sg.function([x], [y, sg.grad(sg.sum(y * weights), x)])
+    assert "[logcumsumexp_from_naive]" in f.explain()
+    point = np.array([1000.0, -1000.0, 999.0, 0.0])
+    value, slope = f(point)
+    with mpmath.workdps(50):
+        e = [mpmath.exp(mpmath.mpf(v)) for v in point]
+        prefix = [mpmath.fsum(e[: i + 1]) for i in range(4)]
+        exact = [float(mpmath.log(t)) for t in prefix]
+        # d/dx_j Σ_i w_i log(prefix_i) = e_j Σ_{i >= j} w_i / prefix_i
+        exact_slope = [float(e[j] * mpmath.fsum(weights[i] / prefix[i] for i in range(j, 4))) for j in range(4)]
+    np.testing.assert_allclose(value, exact, rtol=1e-15)
+    np.testing.assert_allclose(slope, exact_slope, rtol=1e-14, atol=1e-300)
+    written = sg.function([x], y, recognition=False)(point)
+    assert np.isinf(written[0])  # the point of the rule: exp(1000) overflows as written
+
+
+def test_logit_and_sigmoid_undo_each_other():
+    x = sg.vector("x")
+    there_and_back = sg.logit(sg.sigmoid(x))
+    f = sg.function([x], [there_and_back, sg.grad(sg.sum(there_and_back), x)])
+    point = np.array([-800.0, -40.0, 0.0, 40.0, 800.0, np.inf, np.nan])
+    value, slope = f(point)
+    np.testing.assert_array_equal(value, point)  # written, logit(sigmoid(40)) is logit(1) = inf
+    np.testing.assert_array_equal(slope[:5], np.ones(5))
+    assert "[identity_from_logit_of_sigmoid]" in f.explain()
+    p = sg.vector("p")
+    back = sg.sigmoid(sg.logit(p))
+    f = sg.function([p], [back, sg.grad(sg.sum(back), p)])
+    value, slope = f(np.array([0.0, 1e-300, 0.25, 1.0, 1.5, -0.5, np.nan]))
+    np.testing.assert_array_equal(value, [0.0, 1e-300, 0.25, 1.0, np.nan, np.nan, np.nan])  # outside [0, 1]: NaN
+    np.testing.assert_array_equal(slope[1:3], [1.0, 1.0])
+    f32 = sg.function([p], sg.logit(sg.sigmoid(sg.astype(p, "float32"))))
+    assert f32(np.array([20.0])).dtype == np.float32

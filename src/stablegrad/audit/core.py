@@ -15,6 +15,7 @@ from ..compile.function import function
 from ..errors import StableGradError
 from ..graph.basic import Constant, Variable, toposort
 from ..graph.printing import expression
+from ..graph.types import is_floating
 from ..ops.reduction import sum as sum_
 from ..rewrite.engine import Change, Kind
 from .model import AuditError, Model, Target, _CannotRetype, check_dtypes
@@ -136,7 +137,7 @@ class _Plan:
 
     def __post_init__(self):
         m = self.model
-        self.wrt = [v for v in m.inputs if v.dtype.kind == "f"]
+        self.wrt = [v for v in m.inputs if is_floating(v.dtype)]
         self.cost = _weighted_cost(m.outputs, self.dtype)
         try:
             grads = grad(self.cost, self.wrt, disconnected="zero", recognition=self.recognition) if self.wrt else []
@@ -204,7 +205,7 @@ def _audit_row(
     plan: _Plan, scenario: Scenario, values, reference: _Reference, tolerance: tuple[float, float], provenance: bool
 ) -> Row:
     dtype = plan.dtype.name
-    args = [np.asarray(v, dtype=i.dtype) if i.dtype.kind == "f" else v for v, i in zip(values, plan.model.inputs)]
+    args = [np.asarray(v, dtype=i.dtype) if is_floating(i.dtype) else v for v, i in zip(values, plan.model.inputs)]
     try:
         exact = reference(scenario, values)
     except Exception as exc:  # the reference itself failed: report, do not abort the sweep

@@ -25,7 +25,7 @@ from ..compile.function import Function
 from ..errors import StableGradError
 from ..graph.basic import Apply, Constant, Variable, graph_inputs, toposort
 from ..graph.inputs import tensor
-from ..graph.types import TensorType
+from ..graph.types import TensorType, is_floating
 from ..ops.composite import OpFromGraph
 from ..ops.scan import Scan
 from .scenarios import InputSpec
@@ -149,7 +149,7 @@ class Target:
             )
             if example is not None and np.shape(example) != shape:
                 raise AuditError(f"the example for {name} has shape {np.shape(example)}, the input is {t}")
-            input_dtype = dtype if dtype is not None and t.dtype.kind == "f" else t.dtype
+            input_dtype = dtype if dtype is not None and is_floating(t.dtype) else t.dtype
             specs.append(InputSpec(name, np.dtype(input_dtype), shape))
         return specs
 
@@ -157,7 +157,7 @@ class Target:
         """The float dtype the graph was built in (None for a builder: it builds any)."""
         if self._fixed is None:
             return None
-        floats = [v.dtype for v in self._fixed.inputs if v.dtype.kind == "f"]
+        floats = [v.dtype for v in self._fixed.inputs if is_floating(v.dtype)]
         return floats[0] if floats else None
 
     # -- building -------------------------------------------------------------------------------------------
@@ -191,11 +191,11 @@ def _outputs(result, what: str, given: list[str] | None = None) -> tuple[list[Va
             f"{what} returned a {shown}, not a graph: return a stablegrad Variable (or a tuple of them) "
             "built from its symbolic arguments"
         )
-    floats = [v for v in items if v.dtype.kind == "f"]
+    floats = [v for v in items if is_floating(v.dtype)]
     if not floats:
         raise AuditError(f"{what} has no float output to audit")
     given = given or [v.name or (f"out{i}" if len(items) > 1 else "value") for i, v in enumerate(items)]
-    names = [n for n, v in zip(given, items) if v.dtype.kind == "f"]
+    names = [n for n, v in zip(given, items) if is_floating(v.dtype)]
     return floats, names
 
 
@@ -248,14 +248,14 @@ def retype(model: Model, dtype: np.dtype) -> Model:
     mapping: dict[int, Variable] = {}
     new_inputs = []
     for v in model.inputs:
-        nv = Variable(TensorType(dtype, v.type.shape), name=v.name) if v.dtype.kind == "f" else v
+        nv = Variable(TensorType(dtype, v.type.shape), name=v.name) if is_floating(v.dtype) else v
         mapping[v.id] = nv
         new_inputs.append(nv)
 
     def get(v: Variable) -> Variable:
         if v.id in mapping:
             return mapping[v.id]
-        if isinstance(v, Constant) and v.dtype.kind == "f" and v.dtype != dtype:
+        if isinstance(v, Constant) and is_floating(v.dtype) and v.dtype != dtype:
             mapping[v.id] = Constant(v.data.astype(dtype), name=v.name)
             return mapping[v.id]
         return v

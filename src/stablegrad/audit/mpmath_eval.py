@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import StableGradError
 from ..graph.basic import Apply, Constant, Op, Variable, toposort
+from ..graph.types import is_floating
 from ..ops.composite import OpFromGraph, SymbolicOp, body_of
 from ..ops.scan import Scan
 from ..ops.stable import _common
@@ -135,8 +136,8 @@ class Evaluator:
     def apply(self, op: Op, node: Apply, args: list):
         impl = MPMATH_IMPLEMENTATIONS.get(type(op))
         if impl is not None:
-            floats_in = any(v.dtype.kind == "f" for v in node.inputs)
-            if not floats_in and any(v.dtype.kind == "f" for v in node.outputs):  # exp(int): exactly, not in float64
+            floats_in = any(is_floating(v.dtype) for v in node.inputs)
+            if not floats_in and any(is_floating(v.dtype) for v in node.outputs):  # exp(int): exactly, not in float64
                 args = [to_mp(a) for a in args]
             return impl(op, *args)
         if isinstance(op, Scan):
@@ -145,8 +146,8 @@ class Evaluator:
             placeholders, body = body_of(op, tuple(v.type for v in node.inputs))
             results = self.run(placeholders, body, args)
             return results[0] if len(results) == 1 else tuple(results)
-        floats = [v for v in (*node.inputs, *node.outputs) if v.dtype.kind == "f"]
-        native = [a if v.dtype.kind != "f" else to_float(a) for a, v in zip(args, node.inputs)]
+        floats = [v for v in (*node.inputs, *node.outputs) if is_floating(v.dtype)]
+        native = [a if not is_floating(v.dtype) else to_float(a) for a, v in zip(args, node.inputs)]
         if floats:
             self.approximated.add(op.name)
         with np.errstate(all="ignore"):
@@ -177,7 +178,7 @@ class Evaluator:
             if items:
                 return np.stack([np.asarray(i) for i in items])
             shape = (steps, *(n or 0 for n in like.type.shape))
-            return to_mp(np.zeros(shape)) if like.dtype.kind == "f" else np.zeros(shape, like.dtype)
+            return to_mp(np.zeros(shape)) if is_floating(like.dtype) else np.zeros(shape, like.dtype)
 
         stacked_ys = [stack(y, o) for y, o in zip(ys, inner.outputs[n_carry:])]
         stacked_history = [stack(h, c) for h, c in zip(history, inner.carries)]
@@ -288,6 +289,7 @@ def _register() -> None:
     MPMATH_IMPLEMENTATIONS[r.Any] = lambda op, x: op.perform(_truth(x))
     MPMATH_IMPLEMENTATIONS[r.All] = lambda op, x: op.perform(_truth(x))
     MPMATH_IMPLEMENTATIONS[r.ArgExtremum] = _arg_extremum
+    MPMATH_IMPLEMENTATIONS[r.CumSum] = _exact_or_native(r.CumSum, _cumsum)
     # data movement: NumPy's own implementation works on object arrays unchanged
     data_movement: tuple[type, ...] = (
         s.ShapeDim,
@@ -398,6 +400,10 @@ def _mp_slogdet(op, a):
     sign = np.frompyfunc(lambda v: mpmath.mpf((v > 0) - (v < 0)), 1, 1)(det)
     logabsdet = np.frompyfunc(lambda v: mpmath.log(abs(v)) if v != 0 else mpmath.mpf("-inf"), 1, 1)(det)
     return _objects(sign), _objects(logabsdet)
+
+
+def _cumsum(op, x):
+    return np.add.accumulate(x, axis=op.axis, dtype=object) if x.shape[op.axis] else x
 
 
 def _logcumsumexp(op, x):

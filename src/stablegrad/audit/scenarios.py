@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..graph.types import is_floating
+
 _MIXED = (1e-3, 1.0, 30.0, 1e2, 1e3)
 _MULTIPLES = (1.0, 1.25, 1.5, 2.0)
 
@@ -36,7 +38,7 @@ class InputSpec:
 
     @property
     def is_float(self) -> bool:
-        return self.dtype.kind == "f"
+        return is_floating(self.dtype)
 
     def __str__(self) -> str:
         return f"{self.name}={self.dtype.name}[{','.join(map(str, self.shape))}]"

@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..graph.types import is_floating
 from ..ops.stable import LogSumExp, Softmax
 from ..ops.stable.logsumexp import LogSumExpGrad
 from .row_pairs import LogSumExpAndScaledSoftmax, ScaledSoftmax
@@ -109,7 +110,7 @@ def _by_rows(x, axes) -> bool:
         type(x) is np.ndarray
         and x.size >= _ROW_PATH_MIN
         and axes == (x.ndim - 1,)
-        and x.dtype.kind == "f"
+        and is_floating(x.dtype)
         and x.flags.c_contiguous
     )
 

@@ -26,6 +26,7 @@ from ..errors import NonFiniteError, format_location
 from ..graph import hooks
 from ..graph.basic import Apply, Variable, toposort
 from ..graph.printing import expression
+from ..graph.types import is_inexact
 from ..ops.base import Elementwise
 from ..rewrite.engine import Change, Kind
 from .numpy_loops import body_program
@@ -196,14 +197,14 @@ def trace(program, values: Sequence[np.ndarray], bad_outputs: Sequence[int] | No
 
 def _has_nonfinite(value) -> bool:
     a = np.asarray(value)
-    return a.dtype.kind in "fc" and not bool(np.isfinite(a).all())
+    return is_inexact(a.dtype) and not bool(np.isfinite(a).all())
 
 
 def _flags(values) -> tuple[bool, bool]:
     has_nan = has_inf = False
     for v in values:
         a = np.asarray(v)
-        if a.dtype.kind in "fc":
+        if is_inexact(a.dtype):
             has_nan = has_nan or bool(np.isnan(a).any())
             has_inf = has_inf or bool(np.isinf(a).any())
     return has_nan, has_inf
@@ -300,7 +301,7 @@ def _num(value) -> str:
 
 def _operands_at_first_bad(node: Apply, args: list, out, nan: bool) -> tuple | None:
     """The operand values at the first entry where the output went bad (elementwise ops only)."""
-    if out is None or out.dtype.kind not in "fc":
+    if out is None or not is_inexact(out.dtype):
         return None
     bad = np.isnan(out) if nan else np.isinf(out)
     if not isinstance(node.op, Elementwise) or not bad.any():

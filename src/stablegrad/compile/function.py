@@ -14,6 +14,7 @@ from ..errors import InputError, format_location
 from ..graph import hooks, names
 from ..graph.basic import Constant, Variable, graph_inputs, paused_gc
 from ..graph.fgraph import FunctionGraph
+from ..graph.types import is_inexact, is_numeric
 from ..progress import Stages
 from ..rewrite.engine import ChangeLog, Kind
 from ..rewrite.pipeline import optimize
@@ -256,11 +257,11 @@ def _check_argument(i: int, var: Variable, value) -> np.ndarray:
         )
     try:
         array = np.asarray(value)
-        if array.dtype == object and isinstance(value, int) and t.dtype.kind in "fc":  # past int64: floats hold it
+        if array.dtype == object and isinstance(value, int) and is_inexact(t.dtype):  # past int64: floats hold it
             array = np.asarray(value, dtype=t.dtype)
     except (ValueError, TypeError, OverflowError) as exc:
         raise InputError(f"function: argument {i} ({_name(var, i)}) is not an array NumPy can read: {exc}") from None
-    if array.dtype.kind in "OSUVMm":  # objects, strings, bytes, dates: not numbers
+    if not is_numeric(array.dtype):  # objects, strings, bytes, dates, records: not numbers
         raise InputError(
             f"function: argument {i} ({_name(var, i)}) must be an array of {t.dtype.name}, got {_what(value)}"
         )
@@ -319,13 +320,13 @@ def _cast_exactly(array: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
             return None
     with np.errstate(over="ignore"):
         converted = array.astype(dtype)
-    if dtype.kind in "fc" and array.dtype.kind in "fc" and np.any(np.isfinite(array) & ~np.isfinite(converted)):
+    if is_inexact(dtype) and is_inexact(array.dtype) and np.any(np.isfinite(array) & ~np.isfinite(converted)):
         return None
     return converted
 
 
 def _extremes(array: np.ndarray) -> str:
-    finite = array[np.isfinite(array)] if array.dtype.kind in "fc" else array.ravel()
+    finite = array[np.isfinite(array)] if is_inexact(array.dtype) else array.ravel()
     return f"[{finite.min()}, {finite.max()}]"
 
 

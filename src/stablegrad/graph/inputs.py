@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
+from ..errors import ShapeError
 from . import names
 from .basic import Variable
-from .types import TensorType
+from .types import TensorType, as_dtype
 
 
 def tensor(
@@ -29,10 +29,7 @@ def tensor(
     for n in shape:
         if n is not None and (not isinstance(n, int | np.integer) or n < 0):
             raise ShapeError(f"tensor: shape entries must be non-negative ints or None, got {shape}")
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        raise DTypeError(f"tensor: {dtype!r} is not a dtype NumPy knows (e.g. 'float64', 'float32', 'int64')") from None
+    dtype = as_dtype(dtype, "tensor")
     v = Variable(TensorType(dtype, tuple(None if n is None else int(n) for n in shape)), name=name)
     v.dims = names.as_dims(dims, len(shape), "tensor")
     return v

@@ -8,7 +8,7 @@ import numpy as np
 
 # imported at module level: a function-level import costs microseconds, and every node built
 # broadcasts its operands' shapes
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 
 Shape = tuple[int | None, ...]
 
@@ -25,7 +25,7 @@ class TensorType:
         return len(self.shape)
 
     def is_float(self) -> bool:
-        return self.dtype.kind in "fc"
+        return is_inexact(self.dtype)
 
     def accepts(self, shape: tuple[int, ...]) -> bool:
         """Whether a run-time shape fits this static shape."""
@@ -36,8 +36,68 @@ class TensorType:
         return f"{self.dtype.name}[{dims}]"
 
 
-def as_dtype(dtype) -> np.dtype:
-    return np.dtype(dtype)
+def as_dtype(dtype, op: str = "dtype") -> np.dtype:
+    """A NumPy dtype from anything NumPy reads as one, and from "bfloat16" (ml_dtypes' type).
+
+    >>> as_dtype("float32")
+    dtype('float32')
+    >>> as_dtype("bfloat16")
+    dtype(bfloat16)
+    """
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return bfloat16()
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise DTypeError(f"{op}: {dtype!r} is not a dtype NumPy knows (e.g. 'float64', 'float32', 'int64')") from None
+
+
+def bfloat16() -> np.dtype:
+    """bfloat16 as a NumPy dtype.  NumPy has none of its own: `ml_dtypes` (what JAX uses) adds it,
+    and is an optional dependency (`pip install stablegrad[bfloat16]`, or any JAX install)."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise DTypeError(
+            "bfloat16 needs the ml_dtypes package (NumPy has no bfloat16 of its own): "
+            "pip install ml_dtypes, or stablegrad[bfloat16]"
+        ) from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+# -- what a dtype is: the one place that decides ------------------------------------------------------
+# bfloat16 is a NumPy "void"-kind ('V') dtype registered by ml_dtypes, so `dtype.kind == "f"` misses
+# it; every check that means "floating point" asks these instead.  It is told by name, so that no
+# check has to import ml_dtypes (ml_dtypes' float8 types are not floats here: nothing computes in them).
+def is_bfloat16(dtype: np.dtype) -> bool:
+    """Whether dtype is ml_dtypes' bfloat16."""
+    return dtype.kind == "V" and dtype.name == "bfloat16"
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """A real floating-point dtype: float16/32/64 (and longdouble) and bfloat16.
+
+    >>> is_floating(np.dtype("float16")), is_floating(np.dtype("complex64")), is_floating(np.dtype("int8"))
+    (True, False, False)
+    >>> is_floating(as_dtype("bfloat16"))
+    True
+    """
+    return dtype.kind == "f" or is_bfloat16(dtype)
+
+
+def is_inexact(dtype: np.dtype) -> bool:
+    """A floating-point dtype, real or complex: the dtypes a gradient flows through."""
+    return dtype.kind in "fc" or is_bfloat16(dtype)
+
+
+def narrow_compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a float16 or bfloat16 computation accumulates in (float32, as JAX does); others as they are."""
+    return np.dtype(np.float32) if dtype == np.float16 or is_bfloat16(dtype) else dtype
+
+
+def is_numeric(dtype: np.dtype) -> bool:
+    """A boolean, integer, floating or complex dtype (not strings, objects, dates, records)."""
+    return dtype.kind in "biufc" or is_bfloat16(dtype)
 
 
 def broadcast_shapes(*shapes: Shape, op: str = "broadcast") -> Shape:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import final
+from typing import ClassVar, final
 
 import numpy as np
 
 from ..errors import DTypeError
 from ..graph import hooks, names
 from ..graph.basic import READS_NOTHING, Constant, Op, Variable, Zero
-from ..graph.types import TensorType, broadcast_shapes
+from ..graph.types import TensorType, as_dtype, broadcast_shapes, is_bfloat16, is_floating, is_inexact, is_numeric
 
 _PYTHON_SCALARS = (bool, int, float, complex)
 
@@ -47,12 +47,12 @@ def as_operands(*args) -> list[Variable]:
         if not (extent or _is_scalar(a))
     ]
     for dtype in strong:
-        if dtype.kind not in "biufc":
+        if not is_numeric(dtype):
             raise DTypeError(f"operands must be numeric or boolean, got dtype {dtype} (a {dtype.kind!r}-kind array)")
     result = []
     weak_dtype = np.result_type(*strong, 0) if strong else None
     for a, extent in zip(args, extents):
-        if extent and weak_dtype is not None and weak_dtype.kind in "fc":
+        if extent and weak_dtype is not None and is_inexact(weak_dtype):
             result.append(astype(a, weak_dtype))
         elif isinstance(a, Variable):
             result.append(a)
@@ -99,6 +99,15 @@ def _numpy_result_dtype(op: Op, dtypes: tuple[np.dtype, ...]) -> np.dtype:
         return np.asarray(op.perform(*[np.ones((), dt) for dt in dtypes])).dtype
 
 
+def _widened_result(op: Op, dtypes: tuple[np.dtype, ...]) -> bool:
+    """Whether NumPy answers `op` on these (bfloat16) operands in a wider float than bfloat16."""
+    try:
+        dtype = _numpy_result_dtype(op, dtypes)
+    except (TypeError, ValueError):  # no loop at all: float32 has one
+        return True
+    return is_floating(dtype) and not is_bfloat16(dtype)
+
+
 class Linear:
     """Mixin for ops linear in their first operand whose other operands (extents, indices)
     have no tangent: the pushforward is the op itself, applied to the tangent."""
@@ -129,6 +138,25 @@ class Entrywise:
 @dataclass(frozen=True)
 class Elementwise(Entrywise, Op):
     """Abstract: an op applied entry by entry with NumPy broadcasting."""
+
+    #: whether bfloat16 operands that NumPy (or SciPy) has no bfloat16 loop for compute in float32
+    widens_bfloat16: ClassVar[bool] = True
+
+    def __call__(self, *inputs: Variable):
+        """As JAX, an op of bfloat16 operands gives bfloat16.  ml_dtypes gives NumPy bfloat16 loops
+        for the arithmetic and the exp/log family; where it has none (SciPy's special functions,
+        `clip`), NumPy answers in float32 or float64: such an op computes in float32 and its result
+        is rounded once to bfloat16."""
+        if self.widens_bfloat16 and any(is_bfloat16(v.dtype) for v in inputs):
+            dtypes = tuple(v.dtype for v in inputs)
+            if is_bfloat16(np.result_type(*dtypes)) and _widened_result(self, dtypes):
+                wide = [astype(v, np.float32) if is_bfloat16(v.dtype) else v for v in inputs]
+                result = super().__call__(*wide)
+                narrow = np.result_type(*dtypes)
+                if isinstance(result, tuple):
+                    return tuple(astype(r, narrow) if is_floating(r.dtype) else r for r in result)
+                return astype(result, narrow) if is_floating(result.dtype) else result
+        return super().__call__(*inputs)
 
     def infer(self, *inputs: Variable) -> list[TensorType]:
         shape = broadcast_shapes(*(v.type.shape for v in inputs), op=self.name)
@@ -165,22 +193,26 @@ class Cast(Elementwise):
 
     dtype: np.dtype = np.dtype("float64")
     reads = READS_NOTHING
+    widens_bfloat16: ClassVar[bool] = False  # a cast is what the widening is made of
 
     def infer(self, x):
         return [TensorType(self.dtype, x.type.shape)]
 
     def perform(self, x):
-        return np.asarray(x).astype(self.dtype, copy=False)
+        x = np.asarray(x)
+        if x.dtype.kind == "c" and self.dtype.kind != "c":  # NumPy's astype keeps the real part, with a warning
+            x = np.real(x)
+        return x.astype(self.dtype, copy=False)
 
     def pullback(self, inputs, outputs, grads):
         (x,), (g,) = inputs, grads
-        if not (x.type.is_float() and self.dtype.kind in "fc"):
+        if not (x.type.is_float() and is_inexact(self.dtype)):
             return [zero_grad(x)]
         return [astype(g, x.dtype)]
 
     def pushforward(self, inputs, outputs, tangents):
         (t,) = tangents
-        return [astype(t, self.dtype) if t is not None and self.dtype.kind in "fc" else None]
+        return [astype(t, self.dtype) if t is not None and is_inexact(self.dtype) else None]
 
     @property
     def name(self) -> str:
@@ -190,5 +222,5 @@ class Cast(Elementwise):
 def astype(x, dtype):
     """x converted to dtype (a no-op when it already has it)."""
     (x,) = as_operands(x)
-    dtype = np.dtype(dtype)
+    dtype = as_dtype(dtype, "astype")
     return x if x.dtype == dtype else Cast(dtype)(x)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Constant, Op, Variable
-from ..graph.types import TensorType
+from ..graph.types import TensorType, as_dtype
 from .base import as_operands, as_tensor, zero_grad
 from .elementwise import astype, floor, greater_equal, less_equal, where
 from .shape import as_shape_inputs, reduce_to, reshape, shape_tuple, static_dim
@@ -48,7 +48,7 @@ def full(shape, fill_value, dtype=None):
     if dtype is None and not isinstance(fill_value, Variable):
         dtype = np.asarray(fill_value).dtype
     value = as_tensor(fill_value, dtype=dtype)
-    if dtype is not None and value.dtype != np.dtype(dtype):
+    if dtype is not None and value.dtype != as_dtype(dtype):
         value = value.astype(dtype)
     dims = as_shape_inputs(shape, "full")
     if isinstance(value, Constant) and all(isinstance(d, Constant) for d in dims):
@@ -121,7 +121,7 @@ def arange(start, stop=None, step=1, dtype=None):
     if step == 0:
         raise ShapeError("arange: step must not be zero")
     bounds = as_operands(start, stop, step)
-    out_dtype = np.dtype(dtype) if dtype is not None else np.result_type(*(b.dtype for b in bounds))
+    out_dtype = as_dtype(dtype) if dtype is not None else np.result_type(*(b.dtype for b in bounds))
     if all(isinstance(b, Constant) for b in bounds):
         return Constant(np.arange(*(b.data.item() for b in bounds), dtype=out_dtype))
     return Arange(out_dtype)(*bounds)
@@ -172,7 +172,7 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
     if endpoint and num > 1:
         values = values.at[-1].set(hi)
     if dtype is not None:
-        dtype = np.dtype(dtype)
+        dtype = as_dtype(dtype)
         values = astype(floor(values) if dtype.kind in "iu" else values, dtype)  # NumPy floors for integer dtypes
     return (values, step) if retstep else values
 

@@ -5,8 +5,8 @@ pullback is written with these same ops (solves, products, masks), so gradients 
 gradients work.  No pullback forms an inverse where a solve will do: `solve(Aᵀ, Ḡ)` is
 backward stable, `inv(A)ᵀ @ Ḡ` loses another factor of the condition number.
 
-Integer operands compute in float64, float32 stays float32; float16 and complex are
-refused (NumPy's linalg refuses float16; the pullbacks are written for real matrices).
+Integer operands compute in float64, float32 stays float32; float16, bfloat16 and complex
+are refused (NumPy's linalg refuses float16; the pullbacks are written for real matrices).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import scipy.linalg as sla
 
 from ..errors import DTypeError, ShapeError
 from ..graph.basic import READS_OUTPUTS, Op, Reads, Variable, Zero
-from ..graph.types import TensorType, broadcast_shapes
+from ..graph.types import TensorType, broadcast_shapes, is_bfloat16, is_floating
 from .base import as_operands, astype
 from .creation import arange
 from .elementwise import equal, greater, greater_equal, where
@@ -36,11 +36,11 @@ def _operands(op: str, *args) -> list[Variable]:
     dtype = np.result_type(*(x.dtype for x in xs))
     if dtype.kind == "c":
         raise DTypeError(f"{op}: complex matrices are not supported, got {dtype.name}")
+    if dtype == np.float16 or is_bfloat16(dtype):  # as NumPy: "array type float16 is unsupported in linalg"
+        raise DTypeError(f"{op}: {dtype.name} is not supported (as in NumPy's linalg); cast to float32 first")
     if dtype.kind not in "biuf":
         raise DTypeError(f"{op}: operands must be numeric, got {dtype.name}")
-    if dtype == np.float16:  # as NumPy: "array type float16 is unsupported in linalg"
-        raise DTypeError(f"{op}: float16 is not supported (as in NumPy's linalg); cast to float32 first")
-    compute = dtype if dtype.kind == "f" else np.dtype(np.float64)
+    compute = dtype if is_floating(dtype) else np.dtype(np.float64)
     return [astype(x, compute) for x in xs]
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DTypeError
 from ..graph.basic import READS_NOTHING, READS_OUTPUTS, Constant, Reads, Variable
+from ..graph.types import is_inexact
 from .base import Cast as Cast  # casts belong to this family; defined in base, which needs them for operands
 from .base import Elementwise, as_operands, astype, zero_grad
 
@@ -146,13 +147,31 @@ class Negative(Elementwise):
 @final
 @dataclass(frozen=True)
 class Abs(Elementwise):
-    """|x|; the gradient at 0 is 0 (sign(0))."""
+    """|x|; the gradient at 0 is 0 (sign(0)).  For complex z, |z| is real and its gradient
+    conj(z)/|z| (JAX's convention, see ops/complex_parts.py), written |z|/z: no conj op here."""
 
     def perform(self, x):
         return np.abs(x)
 
     def pullback(self, inputs, outputs, grads):
-        return [grads[0] * sign(inputs[0])]
+        (x,), (g,) = inputs, grads
+        if x.dtype.kind == "c":  # (|z| recomputed: the pullback reads only the operand)
+            return [astype(g, x.dtype) * _unit_conjugate(x)]
+        return [g * sign(x)]
+
+    def pushforward(self, inputs, outputs, tangents):
+        """d|z| = Re(conj(z)/|z| · dz) for complex z (not the pullback's map: |z| is not holomorphic)."""
+        (x,), (t,) = inputs, tangents
+        if t is None or x.dtype.kind != "c":
+            return super().pushforward(inputs, outputs, tangents)
+        # (a cast from complex to real keeps the real part: the real-part op lives above this module)
+        return [astype(t * _unit_conjugate(x), outputs[0].dtype)]
+
+
+def _unit_conjugate(z):
+    """conj(z)/|z| written |z|/z (no conj op down here), 0 at z = 0."""
+    zero = equal(z, 0)
+    return where(zero, 0, astype(Abs()(z), z.dtype) / where(zero, 1, z))
 
 
 @final
@@ -407,7 +426,7 @@ def clip(x, a_min=None, a_max=None):
 
 def _extreme(dtype: np.dtype, largest: bool) -> np.ndarray:
     """The value no entry of `dtype` lies beyond: ±inf, an integer type's bound, or True/False."""
-    if dtype.kind in "fc":
+    if is_inexact(dtype):
         value = np.inf if largest else -np.inf
     elif dtype.kind in "iu":
         value = np.iinfo(dtype).max if largest else np.iinfo(dtype).min

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.special as sps
 
 from ..graph.basic import ALL, READS_OUTPUTS, Constant, Reads
+from ..graph.types import is_floating
 from .base import Elementwise, as_operands, astype
 from .elementwise import absolute, equal, floor, greater, sign, sqrt, square, where
 
@@ -44,8 +45,10 @@ class Power(Elementwise):
             gx = g
         else:
             # a zero cotangent contributes nothing, also where x**(y-1) overflows (0 · c·x**400 at x = 10);
-            # the derivative y·x**(y-1) before the cotangent: g·y may overflow where the derivative is 0
-            gx = where(equal(g, 0), 0, g * (y * _power_less_one(x, y, out)))
+            # x**0 is the constant 1, also at x = 0, where y·x**(y-1) would be 0 · inf (a polynomial's
+            # constant term written c·x**0); the derivative before the cotangent: g·y may overflow
+            # where the derivative is 0
+            gx = where(equal(g, 0) | equal(y, 0), 0, g * (y * _power_less_one(x, y, out)))
         safe_x = where(equal(x, 0), 1, x)
         gy = where(equal(x, 0) | equal(g, 0), 0, g * out * log(safe_x))
         return [gx, gy]
@@ -55,7 +58,7 @@ def _power_less_one(x, y, out):
     """x**(y - 1), as out / x where out is a normal number and x is not 0: two roundings, where
     x**(y - 1) carries the rounding of y - 1 times |log x| (700 ulps at x = 1e300). Where out
     underflows or overflows (x**1.5 at x = 1e-300) or x is 0, x**(y - 1) itself."""
-    if out.dtype.kind != "f":
+    if not is_floating(out.dtype):
         return power(x, y - 1)
     info = np.finfo(out.dtype)
     magnitude = absolute(out)

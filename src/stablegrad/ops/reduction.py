@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..graph.basic import READS_NOTHING, Op, Reads, Variable
-from ..graph.types import TensorType, normalize_axis
+from ..graph.types import TensorType, is_bfloat16, normalize_axis
 from . import dims
 from .base import Linear, as_operands, zero_grad
 from .elementwise import astype, equal, isnan, logical_and, logical_not, logical_or, maximum, sqrt, square, where
@@ -49,13 +49,17 @@ class Reduction(Op):
 @final
 @dataclass(frozen=True)
 class Sum(Linear, Reduction):
-    """Sum over axes."""
+    """Sum over axes.  A bfloat16 sum accumulates in float32 and is rounded once, as JAX's
+    (8 bits of mantissa would stop a running sum of ones at 256)."""
 
     reads = READS_NOTHING
 
     def perform(self, x):
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":  # the ufunc itself: np.sum's wrapper costs µs
             return np.add.reduce(x, axis=self.axes, keepdims=self.keepdims)
+        if is_bfloat16(np.asarray(x).dtype):
+            wide = np.add.reduce(np.asarray(x, np.float32), axis=self.axes, keepdims=self.keepdims)
+            return np.asarray(wide).astype(np.asarray(x).dtype)
         return np.sum(x, axis=self.axes, keepdims=self.keepdims)
 
     def pullback(self, inputs, outputs, grads):
@@ -247,9 +251,12 @@ def count(x: Variable, axes: tuple[int, ...], dtype) -> _Any:
 
 @dims.reduction
 def mean(x, axis=None, keepdims=False):
-    """Arithmetic mean over `axis` (integers give float64, as NumPy)."""
+    """Arithmetic mean over `axis` (integers give float64, as NumPy; bfloat16 is summed and
+    divided in float32 and rounded once, as JAX)."""
     (x,) = as_operands(x)
     axes = normalize_axis(axis, x.ndim, "mean")
+    if is_bfloat16(x.dtype):
+        return astype(mean(astype(x, np.float32), axes, keepdims), x.dtype)
     total = Sum(axes, bool(keepdims))(x if x.type.is_float() else astype(x, np.float64))
     return total / count(x, axes, total.dtype)
 

@@ -23,12 +23,13 @@ import numpy as np
 from ..errors import StableGradError
 from ..graph import hooks, names
 from ..graph.basic import ALL, Apply, Constant, Op, Reads, Variable, Zero, substitute, toposort
-from ..graph.types import TensorType
+from ..graph.types import TensorType, is_floating
 from . import named
-from .base import as_operands
+from .base import Entrywise, as_operands
 from .creation import Alloc, zeros_like
 from .dims import labelled
 from .shape import ShapeDim
+from .stable.softmax import LogSoftmax, Softmax
 
 
 class ScanError(StableGradError, ValueError):
@@ -238,11 +239,28 @@ def _check_carries(init: list[Variable], new: list[Variable], location) -> None:
             p is None or q is None or p == q for p, q in zip(a.type.shape, b.type.shape)
         )
         # float64 → float32 is the same kind (a weak scalar or a float64 constant in the body): cast.
-        if not same_shape or b.dtype.kind != a.dtype.kind:
+        if not same_shape or _kind(b.dtype) != _kind(a.dtype):
             raise ScanError(
                 f"scan: the step function changed carry {i} from {a.type} to {b.type}; a carry keeps its type",
                 location,
             )
+
+
+def _kind(dtype: np.dtype) -> str:
+    """A dtype's kind with bfloat16 (NumPy kind 'V') counted as the float it is."""
+    return "f" if is_floating(dtype) else dtype.kind
+
+
+def _normalises_an_entrywise_op(node: Apply) -> bool:
+    """softmax(f(w)) or log_softmax(f(w)) for a one-operand entrywise f: mixture weights written
+    log_softmax(log(w)), which recognition reads as weights only when it sees the log."""
+    inner = node.inputs[0].owner
+    return (
+        isinstance(node.op, Softmax | LogSoftmax)
+        and inner is not None
+        and isinstance(inner.op, Entrywise)
+        and len(inner.inputs) == 1
+    )
 
 
 def _lift_free_variables(
@@ -254,13 +272,35 @@ def _lift_free_variables(
     it is computed once outside and fed in, not recomputed at every step — except
     shape lookups, which stay in the body on the lifted operand: compiled for the
     loop's actual shapes, they fold to constants there (and with them, the sums that
-    undo broadcasting in a gradient), where a lifted extent would be opaque.
+    undo broadcasting in a gradient), where a lifted extent would be opaque; and
+    one-operand entrywise ops that only the body reads, and (log-)softmaxes of them (`log(A)`
+    of an HMM step, `log_softmax(log(w))` of mixture weights), which stay with it so that
+    recognition sees them: `logsumexp(alpha[:, None] + log(A))`
+    becomes a logsumexp weighted by A, whose gradient at a zero transition is finite,
+    where a lifted log(A) would be an opaque -inf (the backends hoist it again).
     """
     nodes = toposort(outputs, stop=placeholders)
     varying = {p.id for p in placeholders}
     for node in nodes:
         if isinstance(node.op, ShapeDim) or any(v.id in varying for v in node.inputs):
             varying.update(o.id for o in node.outputs)
+    readers: dict[int, list[Apply]] = {}
+    for node in nodes:
+        for v in node.inputs:
+            readers.setdefault(v.id, []).append(node)
+    body_outputs = {o.id for o in outputs}
+    for node in reversed(nodes):  # (readers first: a chain log(exp(w)) stays whole)
+        (out, *more) = node.outputs
+        if (
+            not more
+            and out.id not in varying
+            and out.id not in body_outputs
+            and len(node.inputs) == 1
+            and (isinstance(node.op, Entrywise) or _normalises_an_entrywise_op(node))
+            and readers.get(out.id)
+            and all(r.outputs[0].id in varying for r in readers[out.id])
+        ):
+            varying.add(out.id)
     free: dict[int, Variable] = {}
     for node in nodes:
         if any(o.id in varying for o in node.outputs):

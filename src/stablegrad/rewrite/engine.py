@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import StableGradError, attributed_to, format_location
 from ..graph.basic import Apply, Constant, Op, Variable
 from ..graph.printing import expression
+from ..graph.types import is_inexact
 from ..ops.creation import LARGEST_CONSTANT
 from .extents import Extents
 from .patterns import is_entrywise, is_layout
@@ -347,4 +348,4 @@ def _fold(node: Apply, inputs: Sequence[Variable]) -> tuple[Constant, ...] | Non
 
 def _finite(value) -> bool:
     array = np.asarray(value)
-    return array.dtype.kind not in "fc" or bool(np.isfinite(array).all())
+    return not is_inexact(array.dtype) or bool(np.isfinite(array).all())

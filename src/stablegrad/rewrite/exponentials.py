@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from ..graph.basic import Apply, Variable, constant
+from ..graph.types import is_floating
 from ..ops import stable
 from ..ops.elementwise import (
     Abs,
@@ -499,7 +500,7 @@ def _nan_at_zero(x: Variable) -> Variable:
 
 
 def _float(x: Variable) -> bool:
-    return x.dtype.kind == "f"
+    return is_floating(x.dtype)
 
 
 @rewrite(_S, _REC, Divide)
@@ -695,7 +696,7 @@ def _quarter_pi_plus_half(theta: Variable, node: Apply) -> tuple[int, Variable] 
     """(s, x) for theta = π/4 + s·x/2 (s = ±1; `x * 0.5`, `0.5 * x`, `x / 2`, either order), with
     π/4 a constant within a few ulps of node's dtype."""
     dtype = node.outputs[0].dtype
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         return None
     tolerance = 4 * float(np.finfo(dtype).eps)
     candidates = []

@@ -21,13 +21,24 @@ from ..graph.basic import Constant, Variable
 from ..ops.base import Elementwise
 from ..ops.composite import OpFromGraph, SymbolicOp, body_of
 from ..ops.creation import Alloc
+from ..ops.decompositions import Det, Slogdet
 from ..ops.elementwise import Compare, Where, equal, where
 from ..ops.indexing import Index
 from ..ops.linalg import Matmul
-from ..ops.reduction import Reduction
+from ..ops.reduction import Reduction, _Cumulative
 from ..ops.scan import Scan
-from ..ops.shape import BroadcastTo, Concatenate, ExpandDims, ReduceTo, ShapeDim, Squeeze, Transpose, broadcast_to
-from ..ops.stable.logsumexp import LogSumExp, LogSumExpGrad
+from ..ops.shape import (
+    BroadcastTo,
+    Concatenate,
+    ExpandDims,
+    ReduceTo,
+    Reshape,
+    ShapeDim,
+    Squeeze,
+    Transpose,
+    broadcast_to,
+)
+from ..ops.stable.logsumexp import LogCumSumExp, LogSumExp, LogSumExpGrad
 from ..ops.stable.softmax import LogSoftmax, Softmax
 
 Source = tuple[Variable, int]  # a variable and one of its axes
@@ -53,8 +64,12 @@ def extent_source(v: Variable, axis: int) -> Source | None:
         if op.keepdims:
             return (x, axis) if axis in kept else None
         return x, kept[axis]
-    if (isinstance(op, Softmax | LogSoftmax) and not op.masked) or isinstance(op, LogSumExpGrad):
+    if (isinstance(op, Softmax | LogSoftmax) and not op.masked) or isinstance(
+        op, LogSumExpGrad | LogCumSumExp | _Cumulative
+    ):
         return owner.inputs[0], axis
+    if isinstance(op, Reshape) and v.ndim == 1 and owner.inputs[0].ndim == 1:
+        return owner.inputs[0], 0  # (a vector flattened, as cumsum(axis=None) does)
     return None
 
 
@@ -153,7 +168,9 @@ def _operand_sources(v: Variable, axis: int) -> list[Source | int] | None:
     if isinstance(op, Elementwise):
         return list(extent_sources(owner.inputs, v.ndim, axis))
     if isinstance(op, SymbolicOp | OpFromGraph):
-        return _through_body(op, owner.inputs, v.index, axis)
+        through = _through_body(op, owner.inputs, v.index, axis)
+        if through is not None:
+            return through
     if isinstance(op, Scan):
         return _through_loop(op, owner.inputs, v.index, axis)
     if isinstance(op, BroadcastTo | ReduceTo | Alloc):  # the extent is the target dim, an input
@@ -163,6 +180,8 @@ def _operand_sources(v: Variable, axis: int) -> list[Source | int] | None:
     if isinstance(op, Matmul):
         a, b = owner.inputs
         return _matmul_sources(a, b, v.ndim, axis)
+    if isinstance(op, Det | Slogdet):  # one value per matrix of the stack: the operand's batch axes
+        return [(owner.inputs[0], axis)]
     layout = _layout_source(op, owner.inputs[0], axis)
     if layout is not None:
         return layout

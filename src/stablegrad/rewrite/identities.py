@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from ..graph.basic import Apply, Constant, Variable
+from ..graph.types import is_floating
 from ..ops import stable
 from ..ops.base import astype
 from ..ops.elementwise import (
@@ -36,7 +37,7 @@ from ..ops.elementwise import (
     greater,
     where,
 )
-from ..ops.math import Cosh, Erf, Erfc, Exp, Log, Log1p, erfc, erfcx, expm1
+from ..ops.math import Cosh, Erf, Erfc, Exp, Log, Log1p, Ndtr, erf, erfc, erfcx, expm1, log, ndtr
 from .engine import Kind, Phase, rewrite
 from .patterns import constant_value, fits, is_constant, is_negation, negate, owner, scaled_core, square_of
 
@@ -50,7 +51,7 @@ _CONSTANT_ULPS = 4
 def _in_dtype_of(result: Variable, node: Apply) -> Variable:
     """result cast up to node's float dtype (a float32 formula next to a float64 constant array)."""
     dtype = node.outputs[0].dtype
-    if result.dtype != dtype and result.dtype.kind == "f" and dtype.kind == "f":
+    if result.dtype != dtype and is_floating(result.dtype) and is_floating(dtype):
         return astype(result, dtype)
     return result
 
@@ -61,14 +62,31 @@ def _float_operand(x: Variable, like: Variable) -> Variable:
 
 
 # -- error function ---------------------------------------------------------------------------------
-def _signed_erf(v: Variable) -> tuple[int, Apply] | None:
-    """(s, erf node) for v = s·erf(x), s = ±1."""
-    e = owner(v, Erf)
-    if e is not None:
-        return 1, e
+def _signed(v: Variable, op_class: type) -> tuple[int, Apply] | None:
+    """(s, node) for v = s·f(x), s = ±1, f of `op_class`."""
+    f = owner(v, op_class)
+    if f is not None:
+        return 1, f
     neg = owner(v, Negative)
-    e = owner(neg.inputs[0], Erf) if neg is not None else None
-    return (-1, e) if e is not None else None
+    f = owner(neg.inputs[0], op_class) if neg is not None else None
+    return (-1, f) if f is not None else None
+
+
+def _unit_plus_signed(node: Apply, op_class: type) -> tuple[int, int, Variable] | None:
+    """(k, s, x) for node = k + s·f(x) with k, s = ±1 and f of `op_class` (either order, a
+    subtraction, `+ (-1)`, `+ (-f(x))`); x in f's float dtype."""
+    a, b = node.inputs
+    signs = (1, -1 if isinstance(node.op, Subtract) else 1)
+    for i in (0, 1):
+        unit, term = constant_value((a, b)[i]), _signed((a, b)[1 - i], op_class)
+        if term is not None and unit in (1.0, -1.0):
+            f = term[1]
+            return int(unit) * signs[i], term[0] * signs[1 - i], _float_operand(f.inputs[0], f.outputs[0])
+    return None
+
+
+def _signed_result(k: int, v: Variable, node: Apply) -> Variable | None:
+    return fits(_in_dtype_of(v if k == 1 else negate(v), node), node)
 
 
 @rewrite(_S, _REC, Add, Subtract)
@@ -79,18 +97,38 @@ def erfc_from_one_plus_erf(node):
     Written, 1 + erf(x) cancels for x << 0 (0.4% off at x = -5.5, 0 from x = -6 in float64, from
     -4 in float32) where erfc(-x) keeps its relative accuracy; no other constant fires.
     """
-    a, b = node.inputs
-    signs = (1, -1 if isinstance(node.op, Subtract) else 1)
-    for i in (0, 1):
-        unit, term = constant_value((a, b)[i]), _signed_erf((a, b)[1 - i])
-        if term is None or unit not in (1.0, -1.0):
-            continue
-        k = int(unit) * signs[i]
-        s, e = term[0] * signs[1 - i], term[1]
-        x = _float_operand(e.inputs[0], e.outputs[0])
-        complement = erfc(negate(x) if s * k == 1 else x)
-        return fits(_in_dtype_of(complement if k == 1 else negate(complement), node), node)
-    return None
+    found = _unit_plus_signed(node, Erf)
+    if found is None:
+        return None
+    k, s, x = found
+    return _signed_result(k, erfc(negate(x) if s * k == 1 else x), node)
+
+
+@rewrite(_S, _REC, Add, Subtract)
+def erf_from_one_minus_erfc(node):
+    """1 - erfc(x) → erf(x), erfc(x) - 1 → -erf(x) (either order, `+ (-1)`, `+ (-erfc(x))`).
+
+    Written, the difference cancels near 0: 1 - erfc(1e-20) is 0, not 1.1e-20, and erf(1e-8)
+    written so is 2e-9 off (relative).  1 + erfc(x) and -1 - erfc(x) do not cancel, and stay.
+    """
+    found = _unit_plus_signed(node, Erfc)
+    if found is None or found[0] != -found[1]:
+        return None
+    return _signed_result(found[0], erf(found[2]), node)
+
+
+@rewrite(_S, _REC, Add, Subtract)
+def normal_survival_from_one_minus_ndtr(node):
+    """1 - ndtr(x) → ndtr(-x), ndtr(x) - 1 → -ndtr(-x) (either order, `+ (-1)`, `+ (-ndtr(x))`):
+    the normal survival function, and under a log (by the rule below) log_ndtr(-x).
+
+    Written, 1 - Φ(x) is 0 from x ≈ 8.3 (5.4 in float32), where Φ(-x) is 6e-17, and loses its
+    relative accuracy long before (0.3% at x = 6).  1 + ndtr(x) does not cancel, and stays.
+    """
+    found = _unit_plus_signed(node, Ndtr)
+    if found is None or found[0] != -found[1]:
+        return None
+    return _signed_result(found[0], ndtr(negate(found[2])), node)
 
 
 @rewrite(_S, _REC, Multiply)
@@ -117,7 +155,7 @@ def _normal_argument(t: Variable, sign: float, node: Apply) -> Variable | None:
     thousands of float32 ulps (log_ndtr would take the true √2; the written formula does not).
     """
     dtype = node.outputs[0].dtype
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         return None
     core, scale = scaled_core(t)
     tolerance = _CONSTANT_ULPS * float(np.finfo(dtype).eps)
@@ -174,6 +212,48 @@ def log_ndtr_from_log1p_of_half_erfc(node):
         return None
     z = _normal_argument(half[1], 1.0, node)  # 1 - ½·erfc(t) = Φ(√2·t)
     return fits(stable.log_ndtr(z), node) if z is not None else None
+
+
+@rewrite(_S, _REC, Log, Log1p)
+def log_ndtr_from_log_of_ndtr(node):
+    """log(ndtr(x)) → log_ndtr(x); log1p(-ndtr(x)) → log_ndtr(-x) (so log(1 - ndtr(x)) too, by
+    the rule above): a probit model's log-likelihood.
+
+    Written, log Φ(x) is log(0) = -inf below x ≈ -38.5 (-14 in float32), with a NaN gradient,
+    where log_ndtr is about -x²/2 and its slope -x; log1p(-Φ(x)) is -inf past x ≈ 8.3.
+    """
+    if isinstance(node.op, Log):
+        f = owner(node.inputs[0], Ndtr)
+        return fits(stable.log_ndtr(f.inputs[0]), node) if f is not None else None
+    neg = owner(node.inputs[0], Negative)
+    f = owner(neg.inputs[0], Ndtr) if neg is not None else None
+    return fits(stable.log_ndtr(negate(f.inputs[0])), node) if f is not None else None
+
+
+@rewrite(_S, _REC, Log)
+def log_ndtr_difference_from_naive(node):
+    """log(ndtr(b) - ndtr(a)) → the log-probability of the interval [a, b] in the form its place
+    needs: logdiffexp(log_ndtr(b), log_ndtr(a)) where b <= 0 (the lower tail), the same in
+    survival functions, logdiffexp(log_ndtr(-a), log_ndtr(-b)), where a > 0, and
+    log((erf(b/√2) - erf(a/√2)) / 2) between, where the two terms have opposite signs.
+
+    Written, the difference underflows to 0 where both CDFs do (a, b < -38.5) and cancels to 0
+    where both round to 1 (a, b > 8.3): log(0) = -inf with a NaN gradient, where the answer is
+    about -b²/2 or -a²/2 (a truncated normal's or an interval-censored likelihood); across 0 it
+    keeps only the absolute accuracy of 0.5 (3e-9 relative for [-1e-8, 1e-8]).  NaN where b < a
+    and -inf at a = b, as written.
+    """
+    difference = owner(node.inputs[0], Subtract)
+    if difference is None:
+        return None
+    upper, lower = (owner(v, Ndtr) for v in difference.inputs)
+    if upper is None or lower is None:
+        return None
+    b, a = upper.inputs[0], lower.inputs[0]
+    in_lower_tail = stable.logdiffexp(stable.log_ndtr(b), stable.log_ndtr(a))
+    in_upper_tail = stable.logdiffexp(stable.log_ndtr(negate(a)), stable.log_ndtr(negate(b)))
+    across = log(0.5 * (erf(b * (1 / _SQRT2)) - erf(a * (1 / _SQRT2))))
+    return fits(where(greater(a, 0), in_upper_tail, where(greater(b, 0), across, in_lower_tail)), node)
 
 
 # -- logistic ---------------------------------------------------------------------------------------
@@ -306,9 +386,13 @@ def primitive_from_exp_of_its_log(node):
 
 RULES = (
     erfc_from_one_plus_erf,
+    erf_from_one_minus_erfc,
+    normal_survival_from_one_minus_ndtr,
     erfcx_from_naive,
     log_ndtr_from_log_of_half_erfc,
     log_ndtr_from_log1p_of_half_erfc,
+    log_ndtr_from_log_of_ndtr,
+    log_ndtr_difference_from_naive,
     sigmoid_from_exp_times_sigmoid,
     log_sigmoid_from_log1p_of_minus_sigmoid,
     sigmoid_complement_from_c_minus_sigmoid,

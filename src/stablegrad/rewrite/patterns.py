@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.basic import Apply, Constant, Op, Variable
-from ..ops.base import Entrywise
+from ..ops import stable
+from ..ops.base import Cast, Entrywise
 from ..ops.elementwise import Add, Divide, Multiply, Negative, Square, Subtract, negative
 from ..ops.indexing import Index
-from ..ops.math import Power
-from ..ops.shape import BroadcastTo, ExpandDims, Reshape, Squeeze, Transpose
+from ..ops.math import Exp, Power
+from ..ops.shape import BroadcastTo, ExpandDims, Reshape, ShapeDim, Squeeze, Transpose
 
 #: ops that only move, drop or repeat entries: an entrywise op of one operand commutes with them
 LAYOUT = (Index, Transpose, ExpandDims, Squeeze, Reshape, BroadcastTo)
@@ -57,6 +58,18 @@ def constant_value(v: Variable) -> float | None:
     return float(first)
 
 
+def is_count(v: Variable) -> bool:
+    """Whether v is a number of entries: a product of extents, perhaps cast (mean's divisor)."""
+    node = v.owner
+    if node is None:
+        return constant_value(v) is not None and constant_value(v) > 0  # type: ignore[operator]
+    if isinstance(node.op, ShapeDim):
+        return True
+    if isinstance(node.op, Cast | Multiply):
+        return all(is_count(x) for x in node.inputs)
+    return False
+
+
 def is_constant(v: Variable, value: float) -> bool:
     c = constant_value(v)
     return c is not None and c == value
@@ -82,6 +95,15 @@ def fits(result: Variable, node: Apply) -> Variable | None:
     if not all(a is None or b is None or a == b for a, b in zip(old.type.shape, result.type.shape)):
         return None
     return result
+
+
+def provably_positive(v: Variable) -> bool:
+    """Whether v is positive or NaN wherever it is defined (exp, softplus, sigmoid, softmax, a positive
+    constant): its log is never NaN for a number, so a log of a product of such factors is a sum of logs."""
+    if owner(v, Exp, stable.Softplus, stable.Sigmoid, stable.Softmax) is not None:
+        return True
+    value = constant_value(v)
+    return value is not None and value > 0
 
 
 def scaled_core(t: Variable) -> tuple[Variable, float]:

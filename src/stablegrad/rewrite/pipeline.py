@@ -20,7 +20,18 @@ from ..graph import names
 from ..graph.basic import Apply, Op, Variable, substitute
 from ..ops.composite import OpFromGraph
 from ..ops.scan import Scan
-from . import branches, canonicalize, exponentials, identities, probability, scaled, specialize, stabilize
+from . import (
+    branches,
+    canonicalize,
+    exponentials,
+    identities,
+    norms,
+    probability,
+    products,
+    scaled,
+    specialize,
+    stabilize,
+)
 from .engine import ChangeLog, Kind, Phase, Rebuilder, Rewrite, active_log, rewrite
 
 #: rounds of `specialize.lift_shape_only` (each a linear pass; a deeper chain of broadcasts read
@@ -85,6 +96,8 @@ PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
         + exponentials.RULES
         + probability.RULES
         + scaled.RULES
+        + norms.RULES
+        + products.RULES
         + branches.RULES
         + BODY_RULES,
     ),

@@ -23,11 +23,26 @@ from typing import cast
 import numpy as np
 
 from ..graph.basic import Variable, constant
-from ..ops.elementwise import Divide, Negative, Subtract, astype, equal, greater, isfinite, logical_and, maximum, where
+from ..graph.types import is_floating
+from ..ops.elementwise import (
+    Divide,
+    Negative,
+    Subtract,
+    astype,
+    equal,
+    greater,
+    greater_equal,
+    isfinite,
+    isinf,
+    logical_and,
+    logical_not,
+    maximum,
+    where,
+)
 from ..ops.gradient_mask import MaskedGradient, masked_gradient
 from ..ops.linalg import Matmul, matmul
 from ..ops.math import Exp, Log, Log1p, exp, log, log1p
-from ..ops.reduction import Sum
+from ..ops.reduction import Any, Sum
 from ..ops.shape import Squeeze
 from ..ops.stable import Log1mExp, LogSoftmax, Softmax
 from ..ops.stable._common import MaxShift
@@ -143,4 +158,42 @@ def probability_from_ratio_of_sums(node):
     return fits(top.op(exp(a - shift)) / bottom.op(exp(b - shift)), node)
 
 
-RULES = (log_matmul_exp_from_naive, log_softmax_complement_from_naive, probability_from_ratio_of_sums)
+@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Softmax, LogSoftmax)
+def normalized_weights_from_softmax_of_log(node):
+    """softmax(log(w)) → w / sum(w), log_softmax(log(w)) → log(w) - log(sum(w)) along the same
+    axes: mixture weights normalised through their logs.
+
+    Written, the gradient with respect to a weight of exactly 0 is NaN: log's pullback divides
+    the cotangent, itself 0 (the weight's probability), by w = 0.  Normalised directly, the
+    weights differentiate as the quotient they are, and a log-likelihood built on them
+    (`logsumexp(log_softmax(log(w)) + x)`, `log(sum(softmax(log(w)) * exp(x)))`) goes on to a
+    weighted logsumexp whose slope at w = 0 is finite.  The domain stays as written: a negative
+    or NaN weight makes its whole row NaN, +inf weights share the mass equally, a row of zeros
+    is 0/0 = NaN.  float16 weights are summed in float32 (a float16 sum overflows at 65504).
+    """
+    if node.op.masked:
+        return None
+    w = entrywise_operand(node.inputs[0], Log)
+    if w is None or not is_floating(w.dtype):
+        return None
+    axes, dtype = node.op.axes, node.outputs[0].dtype
+    wide = w if dtype.itemsize >= 4 else astype(w, np.float32)
+    infinite = isinf(wide)
+    # a row with +inf weights: they share the mass equally (the limit), as if each weighed 1 and
+    # the rest 0; written as weights of their own, so that the result is log(w) - c or w / c,
+    # which the weighted-logsumexp rules read on
+    weights = where(
+        greater(Sum(axes, keepdims=True)(astype(infinite, wide.dtype)), 0), astype(infinite, wide.dtype), wide
+    )
+    outside = Any(axes, keepdims=True)(logical_not(greater_equal(wide, 0)))  # (NaN is not >= 0)
+    total = where(outside, np.nan, Sum(axes, keepdims=True)(weights))
+    out = weights / total if isinstance(node.op, Softmax) else log(weights) - log(total)
+    return fits(out if out.dtype == dtype else astype(out, dtype), node)
+
+
+RULES = (
+    log_matmul_exp_from_naive,
+    log_softmax_complement_from_naive,
+    probability_from_ratio_of_sums,
+    normalized_weights_from_softmax_of_log,
+)

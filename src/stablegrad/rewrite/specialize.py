@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from ..graph.basic import Constant, Op, Variable, substitute, toposort
+from ..graph.types import is_floating
 from ..ops.base import Elementwise
 from ..ops.composite import OpFromGraph, SymbolicOp, inline
 from ..ops.reduction import Sum
@@ -112,7 +113,7 @@ def static_reduce_to(node):
     g, dims = node.inputs[0], node.inputs[1:]
     target, shape = _static(dims), g.type.shape
     # (a float cotangent: Sum of a small integer type would widen it, as np.sum does)
-    if target is None or None in shape or len(shape) < len(target) or g.dtype.kind != "f":
+    if target is None or None in shape or len(shape) < len(target) or not is_floating(g.dtype):
         return None
     extra = len(shape) - len(target)
     kept = tuple(extra + i for i, n in enumerate(target) if n == 1 and shape[extra + i] != 1)

@@ -15,6 +15,7 @@ from typing import cast
 import numpy as np
 
 from ..graph.basic import Constant, Variable
+from ..graph.types import is_floating
 from ..ops import stable
 from ..ops.base import astype
 from ..ops.creation import ones_like, zeros_like
@@ -38,7 +39,7 @@ from ..ops.elementwise import (
 )
 from ..ops.gradient_mask import MaskedGradient
 from ..ops.math import Erfc, Exp, Expm1, Log, Log1p, exp, expm1, log, log1p
-from ..ops.reduction import Prod, Sum
+from ..ops.reduction import CumSum, Prod, Sum
 from ..ops.shape import ShapeDim, stack
 from ..ops.stable import LogAddExp, LogSumExp
 from .engine import Kind, Phase, rewrite
@@ -48,9 +49,11 @@ from .patterns import (
     entrywise_operand,
     fits,
     is_constant,
+    is_count,
     is_negation,
     negate,
     owner,
+    provably_positive,
     signed_terms,
 )
 
@@ -103,6 +106,19 @@ def logsumexp_from_naive(node):
         if x is not None and weight.ndim <= x.ndim:
             return fits(stable.logsumexp(x, axis=axis, keepdims=keepdims, b=weight), node)
     return None
+
+
+@rewrite(_S, _REC, Log)
+def logcumsumexp_from_naive(node):
+    """log(cumsum(exp(x), axis)) → logcumsumexp(x, axis): a running log-partition (a survival
+    analysis' risk sets, a CTC or HMM prefix).
+
+    Written, the running sum overflows once any exp(x) does (x > 709 in float64, 88 in float32):
+    every later entry is inf, and the gradient NaN; below -745 the leading entries are log(0).
+    """
+    running = owner(node.inputs[0], CumSum)
+    x = _exp_argument(running.inputs[0]) if running is not None else None
+    return fits(stable.logcumsumexp(x, axis=running.op.axis), node) if x is not None else None
 
 
 @rewrite(_S, _REC, LogSumExp)
@@ -210,7 +226,7 @@ def log_of_sum_over_count(node):
     if x is not None and _counts_entries(n, total.inputs[0], total.op.axes):
         return fits(stable.logmeanexp(x, axis=total.op.axes, keepdims=total.op.keepdims), node)
     value = constant_value(n)
-    if not (value is not None and value > 0) and not _is_count(n):
+    if not (value is not None and value > 0) and not is_count(n):
         return None
     return fits(log(quotient.inputs[0]) - log(n), node)
 
@@ -301,7 +317,7 @@ def _widened(v: Variable) -> Variable:
     if cast is None:
         return v
     wide = cast.inputs[0]
-    narrower = wide.dtype.kind == "f" and v.dtype.kind == "f" and wide.dtype.itemsize > v.dtype.itemsize
+    narrower = is_floating(wide.dtype) and is_floating(v.dtype) and wide.dtype.itemsize > v.dtype.itemsize
     return wide if narrower else v
 
 
@@ -581,6 +597,23 @@ def logit_from_naive(node):
     return fits(stable.logit(p), node)
 
 
+@rewrite(_S, _REC, stable.Logit, stable.Sigmoid)
+def identity_from_logit_of_sigmoid(node):
+    """logit(sigmoid(x)) → x; sigmoid(logit(p)) → p where 0 <= p <= 1, NaN elsewhere (as written).
+
+    Written, σ(x) rounds to 1 past x ≈ 37 (17 in float32), and logit(1) = inf; and the round
+    trip p → logit → σ carries logit's rounding (|logit p| ulps: 690 at p = 1e-300).
+    """
+    inner = owner(node.inputs[0], stable.Sigmoid if isinstance(node.op, stable.Logit) else stable.Logit)
+    if inner is None:
+        return None
+    x = inner.inputs[0]
+    x = x if x.dtype == node.outputs[0].dtype else astype(x, node.outputs[0].dtype)
+    if isinstance(node.op, stable.Logit):
+        return fits(x, node)
+    return fits(where((x >= 0) & (x <= 1), x, np.nan), node)
+
+
 # -- x log y, log erfc, log prod --------------------------------------------------------------------------
 @rewrite(_S, _REC, Multiply)
 def xlogy_from_naive(node):
@@ -685,29 +718,10 @@ def log_erfc_from_naive(node):
 def sum_of_logs_from_log_of_prod(node):
     """log(prod(x)) → sum(log(x)) when x is provably positive (the product under- or overflows; the sum does not)."""
     p = owner(node.inputs[0], Prod)
-    if p is None or not _positive(p.inputs[0]):
+    if p is None or not provably_positive(p.inputs[0]):
         return None
 
     return fits(Sum(p.op.axes, p.op.keepdims)(log(p.inputs[0])), node)
-
-
-def _is_count(v: Variable) -> bool:
-    """Whether v is a number of entries: a product of extents, perhaps cast (mean's divisor)."""
-    node = v.owner
-    if node is None:
-        return constant_value(v) is not None and constant_value(v) > 0  # type: ignore[operator]
-    if isinstance(node.op, ShapeDim):
-        return True
-    if isinstance(node.op, Cast | Multiply):
-        return all(_is_count(x) for x in node.inputs)
-    return False
-
-
-def _positive(v: Variable) -> bool:
-    if owner(v, Exp, stable.Softplus, stable.Sigmoid, stable.Softmax) is not None:
-        return True
-    value = constant_value(v)
-    return value is not None and value > 0
 
 
 def _single_axis(op) -> int | None:
@@ -723,6 +737,7 @@ def _broadcasts_back(node) -> bool:
 
 RULES = (
     logsumexp_from_naive,
+    logcumsumexp_from_naive,
     logsumexp_with_weights_from_log,
     logsumexp_with_weights_from_logaddexp_of_logs,
     log_of_sum_over_count,
@@ -749,6 +764,7 @@ RULES = (
     log_sigmoid_from_x_minus_softplus,
     exp_from_sigmoid_odds,
     logit_from_naive,
+    identity_from_logit_of_sigmoid,
     xlogy_from_naive,
     xlogy_from_guarded,
     xexpx_from_naive,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 import pytest
 import scipy.special
@@ -59,6 +60,30 @@ def test_softmax_neg_inf_entries():
     assert grad_of(sg.softmax, x, w=[0.3, -1.0, 2.0])[0][0] == 0.0
     jac0 = grad_of(lambda v: sg.log_softmax(v)[0], x)[0]  # ∂ls₀/∂x = e₀ - softmax: the limit
     np.testing.assert_allclose(jac0, [1.0, *-scipy.special.softmax([1.0, 2.0])], rtol=1e-15)
+
+
+def test_entropy_of_a_softmax_with_neg_inf_logits_has_the_limit_gradient():
+    # -Σ p·log p with p = softmax(x): the label side of the cross-entropy it becomes sends -log p = +inf
+    # back to the masked entry, where p = 0; 0 · inf there must not turn the whole row NaN
+    x = np.array([0.0, -INF, 5.0, -3.0])
+    with mpmath.workdps(50):
+        e = [mpmath.exp(mpmath.mpf(v)) for v in x]
+        p = [t / mpmath.fsum(e) for t in e]
+        h = -mpmath.fsum(q * mpmath.log(q) for q in p if q > 0)
+        entropy = float(h)
+        # dH/dx_k = -p_k (log p_k + H), and its limit 0 where p_k = 0
+        expected = np.array([float(-q * (mpmath.log(q) + h)) if q > 0 else 0.0 for q in p])
+    for build in (
+        lambda v: -sg.sum(sg.softmax(v) * sg.log(sg.softmax(v))),
+        lambda v: -sg.sum(sg.softmax(v) * sg.log_softmax(v)),
+        lambda v: sg.softmax_cross_entropy(v, sg.softmax(v)),
+    ):
+        np.testing.assert_allclose(run(build, x), entropy, rtol=1e-15)
+        np.testing.assert_allclose(grad_of(build, x)[0], expected, rtol=1e-14, atol=0)
+    v = sg.vector("v")
+    h = sg.softmax_cross_entropy(v, sg.softmax(v))
+    hvp = sg.function([v], sg.grad(sg.sum(sg.grad(h, v) * np.array([1.0, 2.0, -1.0, 0.5])), v))(x)
+    assert np.all(np.isfinite(hvp)) and hvp[1] == 0.0
 
 
 def test_softmax_pos_inf_entries_share():

@@ -28,7 +28,8 @@ import jax.scipy.special as jsp
 import numpy as np
 
 from ...errors import ExecutionError, ShapeError, StableGradError
-from ...ops import creation, decompositions, elementwise, indexing, linalg, reduction, shape
+from ...graph.types import is_floating
+from ...ops import complex_parts, creation, decompositions, elementwise, indexing, linalg, reduction, shape
 from ...ops import math as math_ops
 from ...ops.base import _numpy_result_dtype
 from ...ops.stable._common import MaxShift
@@ -117,6 +118,10 @@ UFUNCS: dict[type, Callable] = {
     math_ops.Arcsinh: jnp.arcsinh,
     math_ops.Arccosh: jnp.arccosh,
     math_ops.Arctanh: jnp.arctanh,
+    complex_parts.Real: jnp.real,
+    complex_parts.Imag: jnp.imag,
+    complex_parts.Conj: jnp.conjugate,
+    complex_parts.Angle: jnp.angle,
 }
 
 #: SciPy's special functions evaluate float16/float32 arguments in double precision and round
@@ -135,7 +140,7 @@ _FLOAT64 = np.dtype(np.float64)
 def lower_ufunc(op, *args):
     """Ops in `UFUNCS`: every operand in the output dtype (NumPy computes there), then the JAX function."""
     result = lower_ufunc_unguarded(op, *args)
-    if isinstance(op, ROUNDED) and result.dtype.kind == "f" and not is_static(result):
+    if isinstance(op, ROUNDED) and is_floating(result.dtype) and not is_static(result):
         return rounded(result)
     return result
 
@@ -144,6 +149,9 @@ def lower_ufunc_unguarded(op, *args):
     """`lower_ufunc` without `rounded`: for a product or quotient that no node of the
     program reads, only its caller (`trace.Plan` picks it), so nothing can add to it."""
     dtype = _numpy_result_dtype(op, tuple(np.dtype(a.dtype) for a in args))
+    if dtype.kind != "c" and any(np.dtype(a.dtype).kind == "c" for a in args):
+        # |z|, Re z, Im z, arg z: complex in, real out (casting z first would drop its imaginary part)
+        return UFUNCS[type(op)](*args).astype(dtype)
     return UFUNCS[type(op)](*_cast(args, dtype))
 
 
@@ -167,7 +175,7 @@ def rounded(x):
 
 def _in_double(fn: Callable, x, dtype: np.dtype):
     """fn evaluated as SciPy does: in float64 for narrower floats, rounded back to `dtype`."""
-    if dtype.kind == "f" and dtype.itemsize < 8:
+    if is_floating(dtype) and dtype.itemsize < 8:
         return fn(jnp.asarray(x, dtype=_FLOAT64)).astype(dtype)
     return fn(jnp.asarray(x, dtype=dtype))
 
@@ -203,7 +211,10 @@ def lower_where(op, c, x, y):
 
 
 def lower_cast(op, x):
-    return jnp.asarray(x).astype(op.dtype)
+    x = jnp.asarray(x)
+    if jnp.iscomplexobj(x) and op.dtype.kind != "c":  # the real part, as `Cast.perform` (without the warning)
+        x = jnp.real(x)
+    return x.astype(op.dtype)
 
 
 # -- reductions -------------------------------------------------------------------------------------------
@@ -415,8 +426,15 @@ def lower_det(op, a):
 
 
 def lower_slogdet(op, a):
-    sign, logabsdet = jnp.linalg.slogdet(a)
-    return sign, logabsdet
+    """From the LU factorization for every size, as NumPy's: jnp.linalg.slogdet takes a closed form
+    for 1×1 and 2×2 (JAX 0.10), whose ad - bc overflows (inf, sign -1 at entries of 1e200) where the
+    pivots do not.  The gradient is the graph's own (Slogdet's pullback), so only values are needed."""
+    lu, pivots, _ = jax.lax.linalg.lu(a)
+    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
+    swaps = jnp.count_nonzero(pivots != jnp.arange(a.shape[-1], dtype=pivots.dtype), axis=-1)
+    flips = swaps + jnp.count_nonzero(diag < 0, axis=-1)
+    sign = jnp.where(jnp.any(diag == 0, axis=-1), 0, 1 - 2 * (flips % 2)).astype(a.dtype)
+    return sign, jnp.sum(jnp.log(jnp.abs(diag)), axis=-1)
 
 
 def lower_betaln(op, a, b):
@@ -427,7 +445,7 @@ def lower_betaln(op, a, b):
     log-gammas never cancel; elsewhere the three log-gammas, which are small there.
     """
     dtype = _numpy_result_dtype(op, (np.dtype(a.dtype), np.dtype(b.dtype)))
-    compute = _FLOAT64 if dtype.kind != "f" or dtype.itemsize < 8 else dtype
+    compute = _FLOAT64 if not is_floating(dtype) or dtype.itemsize < 8 else dtype
     a, b = _cast([a, b], compute)
     small, large = jnp.minimum(a, b), jnp.maximum(a, b)
     # (an infinite argument stays with the three log-gammas: SciPy's -inf)

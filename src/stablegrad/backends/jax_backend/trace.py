@@ -21,7 +21,7 @@ import numpy as np
 
 from ...errors import ExecutionError, StableGradError
 from ...graph.basic import Apply, Constant, Op, Variable, toposort
-from ...graph.types import TensorType
+from ...graph.types import TensorType, is_floating
 from ...ops import base, reduction, shape
 from ...ops.composite import OpFromGraph, SymbolicOp, body_of
 from ...ops.scan import HOIST_BUDGET, Scan, ScanError, run_length
@@ -195,7 +195,7 @@ def _carry_free_values(plan: Plan, n_carry: int, n_xs: int) -> list[Variable]:
     wanted: dict[int, Variable] = {}
     readers = [v for node in plan.nodes if node.outputs[0].id in on_carry for v in node.inputs]
     for v in [*readers, *plan.outputs]:
-        if v.id in on_slice and v.id not in inputs and v.dtype.kind == "f":
+        if v.id in on_slice and v.id not in inputs and is_floating(v.dtype):
             wanted.setdefault(v.id, v)
     return list(wanted.values())
 

@@ -27,6 +27,7 @@ import numba
 import numpy as np
 
 from ...graph.basic import Apply, Constant, Variable
+from ...graph.types import is_floating
 from ...ops.elementwise import Where
 from ...ops.reduction import Sum
 from .kernels import SHORT_ROW
@@ -299,10 +300,10 @@ def literal_text(data: np.ndarray) -> str:
     value = data.reshape(()).item()
     if data.dtype == np.bool_:
         return "True" if value else "False"
-    if data.dtype.kind == "f" and not math.isfinite(value):
+    if is_floating(data.dtype) and not math.isfinite(value):
         text = "math.nan" if value != value else ("math.inf" if value > 0 else "-math.inf")
         return cast(text, np.dtype(float), data.dtype, force=True)
-    return cast(repr(value), np.dtype(float) if data.dtype.kind == "f" else np.dtype(int), data.dtype)
+    return cast(repr(value), np.dtype(float) if is_floating(data.dtype) else np.dtype(int), data.dtype)
 
 
 # -- running it ---------------------------------------------------------------------------------

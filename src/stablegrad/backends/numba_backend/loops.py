@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ...graph.basic import Apply, Op, Variable, toposort
+from ...graph.types import is_floating
 from ...ops.base import Cast
 from ...ops.elementwise import (
     Abs,
@@ -51,6 +52,7 @@ from ...ops.elementwise import (
     Multiply,
     Negative,
     Reciprocal,
+    Sign,
     Sqrt,
     Square,
     Subtract,
@@ -86,7 +88,14 @@ SMALLEST = 1024
 LARGEST = 200
 
 _COMPARE = {"less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=", "equal": "==", "not_equal": "!="}
-_LOGICAL = {"logical_and": "({0} and {1})", "logical_or": "({0} or {1})", "logical_xor": "({0} != {1})"}
+_LOGICAL = {
+    "logical_and": "({0} and {1})",
+    "logical_or": "({0} or {1})",
+    "logical_xor": "({0} != {1})",
+    "isnan": "({0} != {0})",
+    "isinf": "(abs({0}) == np.inf)",
+    "isfinite": "(abs({0}) < np.inf)",  # (NaN compares false)
+}
 _DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "bool", "int64", "int32"))
 
 
@@ -104,6 +113,7 @@ def scalar_form(op: Op) -> str | None:
         Abs: "abs({0})",
         Square: "{0} * {0}",
         Reciprocal: "1 / {0}",
+        Sign: "(1.0 if {0} > 0 else (-1.0 if {0} < 0 else (0.0 if {0} == 0 else {0})))",  # ±0 → 0, NaN → NaN
         Sqrt: "math.sqrt({0})",
         Exp: "exp({0})",  # the row kernels' exp: vectorises, within an ulp
         Expm1: "math.expm1({0})",
@@ -148,7 +158,7 @@ def _member(node: Apply) -> tuple[int, ...] | None:
     op = node.op
     if scalar_form(op) is None or len(node.outputs) != 1:
         return None
-    if isinstance(op, Cast) and op.dtype.kind in "iu" and node.inputs[0].dtype.kind == "f":
+    if isinstance(op, Cast) and op.dtype.kind in "iu" and is_floating(node.inputs[0].dtype):
         return None  # float → int of NaN or out of range: NumPy and LLVM differ
     out = node.outputs[0]
     if any(v.dtype not in _DTYPES for v in (*node.inputs, out)):
@@ -200,7 +210,7 @@ def _summed(node: Apply) -> tuple[int, ...] | None:
         return None
     x = node.inputs[0]
     space = _known(x)
-    if x.dtype.kind != "f" or x.dtype not in _DTYPES or not space or math.prod(space) < SMALLEST:
+    if not is_floating(x.dtype) or x.dtype not in _DTYPES or not space or math.prod(space) < SMALLEST:
         return None
     # (a sum along the last axis stays NumPy's: its pairwise sum is more accurate than a loop's)
     return None if x.ndim - 1 in node.op.axes else space

@@ -11,19 +11,25 @@ A program with any other node, or a shape the types leave open (a 0-d value, too
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
 from ...graph.basic import Apply
+from ...ops.elementwise import Maximum
 from ...ops.indexing import ARRAY, Index, IndexUpdate
 from ...ops.reduction import Sum
 from ...ops.shape import BroadcastTo, ExpandDims, ReduceTo, Reshape, Squeeze
 from ...ops.stable import LogSumExp
+from ...ops.stable._common import MaxShift
 from ...ops.stable.logsumexp import LogSumExpGrad
 from ..numpy_program import Program
 from .loop_source import literal_text, scalar_expression
 from .loops import scalar_form
+
+_MAX = cast(str, scalar_form(Maximum()))  # NaN wins, as np.maximum
 
 _VIEWS = (ExpandDims, Squeeze, Reshape)
 _SHAPED = (Reshape, BroadcastTo, ReduceTo)  # ops whose inputs after the first are extents
@@ -46,6 +52,8 @@ class Code:
     setup: list[str]  # buffers, allocated once
     body: list[str]  # the nodes, in order
     buffers: set[str]  # names that are buffers of the code's own (not inputs or views of them)
+    #: the nodes that read no varying input, in order: a loop runs them once, before its first step
+    invariant: list[str] = field(default_factory=list)
 
 
 def array_constants(program: Program) -> list[tuple[int, np.ndarray]]:
@@ -53,9 +61,11 @@ def array_constants(program: Program) -> list[tuple[int, np.ndarray]]:
     return [(s, np.asarray(d)) for s, d in program.constants if np.size(d) != 1]
 
 
-def translate(program: Program, named: dict[int, str]) -> Code | None:
+def translate(program: Program, named: dict[int, str], varying: Iterable[int] = ()) -> Code | None:
     """The program's nodes as code, its inputs under the names in `named` (arrays constants
-    are `k<slot>`), or None where it has a node or a shape this module has no code for."""
+    are `k<slot>`), or None where it has a node or a shape this module has no code for.
+    Nodes that read none of the `varying` slots, directly or through other nodes, go to
+    `invariant` (a loop's closed-over `log(A)`: computed once, not at every step)."""
     types: dict[int, tuple] = {}
     names: dict[int, str] = dict(named)
     literals = set()
@@ -75,9 +85,16 @@ def translate(program: Program, named: dict[int, str]) -> Code | None:
         if s in types:
             types[s] = ((), types[s][1])
     code = Code(names, [], [], set())
+    varying = set(varying)
     for node, ins, out in _steps(program):
+        start = len(code.body)
         if not _node(node, ins, out, types, code):
             return None
+        if any(s in varying for s in ins):
+            varying.update(out)
+        else:
+            code.invariant.extend(code.body[start:])
+            del code.body[start:]
     return code
 
 
@@ -107,7 +124,8 @@ def _node(node: Apply, ins: list[int], out: list[int], types: dict, code: Code) 
     elif isinstance(op, IndexUpdate) and ARRAY not in op.spec and None not in op.spec:
         setup, lines = [], _update_code(op, ins, o, types, names)
     else:
-        found = _node_code(node, [names[s] for s in ins], [types[s] for s in ins], f"v{o}", types[o])
+        data = ins[:1] if isinstance(op, _SHAPED) else ins  # (the rest give a shape, already known)
+        found = _node_code(node, [names[s] for s in data], [types[s] for s in data], f"v{o}", types[o])
         if found is None or len(out) != 1:
             return False
         setup, lines = [], found
@@ -200,16 +218,19 @@ def _node_code(node: Apply, ins: list[str], in_types: list, out: str, out_type) 
         return _nest(shape, "i", [f"{_item(out, idx)} = {value}"])
     if isinstance(op, BroadcastTo):
         return _nest(shape, "i", [f"{_item(out, idx)} = {_at(ins[0], in_types[0][0], shape, idx)}"])
-    if isinstance(op, Sum | ReduceTo):
+    if isinstance(op, Sum | ReduceTo | MaxShift):
         in_shape = in_types[0][0]
         j = [f"j{a}" for a in range(len(in_shape))]
-        if isinstance(op, Sum):
+        if isinstance(op, Sum | MaxShift):
             kept = [j[a] if a not in op.axes else "0" for a in range(len(in_shape))]
             target = kept if op.keepdims else [j[a] for a in range(len(in_shape)) if a not in op.axes]
         else:  # the axes the target has as 1 or lacks
             pad = len(in_shape) - len(shape)
             target = ["0" if n == 1 and in_shape[pad + a] != 1 else j[pad + a] for a, n in enumerate(shape)]
-        return [f"{out}.fill(0)"] + _nest(in_shape, "j", [f"{_item(out, target)} += {ins[0]}[{', '.join(j)}]"])
+        entry, item = f"{ins[0]}[{', '.join(j)}]", _item(out, target)
+        if isinstance(op, MaxShift):  # (-inf over no entries; NaN wins, as np.maximum)
+            return [f"{out}.fill(-np.inf)"] + _nest(in_shape, "j", [f"{item} = {_MAX.format(item, entry)}"])
+        return [f"{out}.fill(0)"] + _nest(in_shape, "j", [f"{item} += {entry}"])
     return None
 
 

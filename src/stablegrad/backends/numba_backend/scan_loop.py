@@ -80,7 +80,7 @@ def loop_source(program: Program, n_carry: int, n_xs: int, n_ys: int) -> str | N
     carries, slices, consts = inputs[:n_carry], inputs[n_carry : n_carry + n_xs], inputs[n_carry + n_xs :]
     named = {s: f"c{i}" for i, s in enumerate(carries)} | {s: f"x{j}" for j, s in enumerate(slices)}
     named |= {s: f"v{s}" for s in consts}
-    code = translate(program, named)
+    code = translate(program, named, varying={*carries, *slices})
     if code is None:
         return None
     args = [f"c{i}" for i in range(n_carry)] + [f"s{j}" for j in range(n_xs)]
@@ -100,7 +100,7 @@ def loop_source(program: Program, n_carry: int, n_xs: int, n_ys: int) -> str | N
         if names[s] != f"c{i}":
             body.append(f"c{i}[:] = {names[s] if names[s] in code.buffers else f'n{i}'}")
     lines = [*HEADER, f"def loop({', '.join(args)}):"]
-    lines += ["    " + line for line in code.setup]
+    lines += ["    " + line for line in code.setup + code.invariant]
     lines += ["    for step in range(steps):", "        t = steps - 1 - step if reverse else step"]
     lines += [f"        h{i}[t] = c{i}" for i in range(n_carry)]
     lines += ["        " + line for line in body]

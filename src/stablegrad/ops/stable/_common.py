@@ -1,8 +1,9 @@
 """What the stable family shares: dtype promotion, argument checks, and the max shift.
 
 Every public function promotes its operands the same way: integers (and bools)
-compute in float64, float16 computes in float32 and is cast back, so the
-accumulation of a float16 softmax never runs in 11 bits.
+compute in float64, float16 and bfloat16 compute in float32 and are cast back, so the
+accumulation of a float16 softmax never runs in 11 bits (nor a bfloat16 one in 8), as
+JAX accumulates them.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import numpy as np
 
 from ...errors import DTypeError, ShapeError
 from ...graph.basic import Variable
-from ...graph.types import broadcast_shapes, normalize_axis
+from ...graph.types import broadcast_shapes, is_floating, is_numeric, narrow_compute_dtype, normalize_axis
 from ..base import as_operands
-from ..elementwise import astype, equal, where
+from ..elementwise import astype, equal, isinf, logical_and, where
 from ..math import log1p
 from ..reduction import Sum, _Extremum
 from ..shape import ExpandDims, Squeeze
@@ -28,21 +29,21 @@ POS_INF = np.inf
 def promote(op: str, *args) -> tuple[list[Variable], np.dtype]:
     """(operands in the compute dtype, result dtype) for floating-point ops.
 
-    Integers and bools give float64; float16 is computed in float32 and the
-    result is returned as float16; complex is refused.
+    Integers and bools give float64; float16 and bfloat16 are computed in float32 and
+    the result is returned in the narrow dtype (rounded once); complex is refused.
     """
     xs = as_operands(*args)
     dtype = np.result_type(*(x.dtype for x in xs))
     if dtype.kind == "c":
         raise DTypeError(f"{op}: complex inputs are not supported, got {dtype.name}")
-    if dtype.kind not in "f":
+    if not is_floating(dtype):
         dtype = np.dtype(np.float64)
-    compute = np.dtype(np.float32) if dtype == np.float16 else dtype
+    compute = narrow_compute_dtype(dtype)
     return [astype(x, compute) for x in xs], dtype
 
 
 def restore(out: Variable, dtype: np.dtype) -> Variable:
-    """The result in the user's dtype (float16 results were computed in float32)."""
+    """The result in the user's dtype (float16 and bfloat16 results were computed in float32)."""
     return astype(out, dtype)
 
 
@@ -51,7 +52,7 @@ def as_mask(op: str, where) -> Variable:
     (nonzero, NaN included, is True), as JAX accepts float 0/1 masks."""
     (mask,) = as_operands(where)
     if mask.dtype != np.bool_:
-        if mask.dtype.kind not in "biufc":
+        if not is_numeric(mask.dtype):
             raise DTypeError(f"{op}: where must be boolean or numeric, got {mask.type}")
         mask = astype(mask, np.bool_)
     return mask
@@ -115,5 +116,8 @@ def softmax_vjp(axes: tuple[int, ...], p: Variable, g: Variable) -> Variable:
     """
     top = equal(p, MaxShift(axes, keepdims=True)(p))
     c = Sum(axes, keepdims=True)(where(top, g, 0)) / Sum(axes, keepdims=True)(astype(top, g.dtype))
-    d = g - c
+    # an entry of probability 0 (a -inf logit) takes no part, also where its cotangent is
+    # infinite: the label gradient -log_softmax of an entropy or a cross-entropy with the
+    # softmax as labels is +inf there, and 0 · inf would make the whole row NaN
+    d = where(logical_and(equal(p, 0), isinf(g)), 0, g - c)
     return p * (d - Sum(axes, keepdims=True)(p * d))

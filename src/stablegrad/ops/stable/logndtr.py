@@ -9,7 +9,7 @@ from typing import ClassVar, final
 from ...graph.basic import READS_INPUTS
 from ..base import Entrywise
 from ..composite import SymbolicOp
-from ..elementwise import where
+from ..elementwise import equal, where
 from ..math import erfcx, log, log1p
 from ._common import promote, restore
 from .logerfc import exp_minus_square, log_erfc_slope
@@ -39,7 +39,8 @@ class LogNdtr(Entrywise, SymbolicOp):
     Each branch sees an argument clamped to its side.
     Pullback (reads the operand): d/dx = φ(x)/Φ(x): for x < 0 `log_erfc_slope(-x/√2)/√2`
     (no exp(-x²/2) / Φ(x) with both underflowing; about -x far out, and its own derivative
-    finite), for x >= 0 `φ(x) / (1 - q)`, φ(x) from `exp_minus_square`.
+    finite), for x >= 0 `φ(x) / (1 - q)`, φ(x) from `exp_minus_square`; 0 where the
+    cotangent is 0, also at x = -inf.
     """
 
     public_name: ClassVar[str] = "log_ndtr"
@@ -58,7 +59,10 @@ class LogNdtr(Entrywise, SymbolicOp):
         lower, upper = where(below, x, 0), where(below, 0, x)
         from_lower = _SQRT_HALF * log_erfc_slope(-lower * _SQRT_HALF)
         from_upper = _INV_SQRT_2PI * exp_minus_square(upper, half=True) / (1 - _upper_tail(upper))
-        return [grads[0] * where(below, from_lower, from_upper)]
+        # a zero cotangent contributes nothing, also at x = -inf, where the slope is +inf (a
+        # difference of log-CDFs whose lower end is -inf: logdiffexp sends 0 back there)
+        g = grads[0]
+        return [where(equal(g, 0), 0, g * where(below, from_lower, from_upper))]
 
 
 def log_ndtr(x):

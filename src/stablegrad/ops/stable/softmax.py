@@ -15,7 +15,7 @@ import numpy as np
 
 from ...errors import DTypeError, ShapeError
 from ...graph.basic import ALL, READS_NOTHING, Op, Reads, Variable
-from ...graph.types import TensorType
+from ...graph.types import TensorType, is_floating
 from .. import dims
 from ..base import as_tensor, zero_grad
 from ..composite import SymbolicOp
@@ -266,7 +266,7 @@ def softmax_cross_entropy(logits, labels, axis=-1):
         n = as_shape_inputs((shape_tuple(x)[a],), name)[0]
         y = LabelsInRange()(astype(y, np.int64), n)
         return restore(SoftmaxCrossEntropy(a, True)(x, y), dtype)
-    if kind != "f":
+    if not is_floating(y.dtype):
         raise DTypeError(f"{name}: labels must be integer class indices or float probabilities, got {y.type}")
     if y.ndim == x.ndim - 1 and not _spans_the_classes(y, x, a):
         raise DTypeError(

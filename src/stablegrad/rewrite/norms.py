@@ -1,0 +1,92 @@
+"""Norms written out: the square root of a sum of squares as the norm op, which neither
+overflows nor underflows and has the gradient 0 at 0.
+
+`sqrt(sum(x**2))` is how distances, norms and standard deviations are written by hand, and
+the most reported NaN gradient there is: at x = 0 its gradient is x / ‖x‖ = 0/0 (a distance
+of a point to itself, a clipped or normalised vector at rest).  Written, it also overflows
+once |x| passes 1.3e154 (float64; 1.8e19 in float32) and underflows below 1e-162.
+`VectorNorm` (`sg.linalg.norm`) computes NumPy's √Σx² where the squares stay in range, so
+the value there is the written one exactly, and scales by max|x| only outside it; its
+pullback is 0 at 0 (the least subgradient, as PyTorch's norm has it).
+
+Fires only on real floating x: a complex `x*x` is no square of a modulus, and an integer
+sum is cast before its root, which the patterns do not look through.
+"""
+
+from __future__ import annotations
+
+from ..graph.basic import Variable
+from ..graph.types import is_floating
+from ..ops.elementwise import Divide, Maximum, Sqrt, abs, sqrt
+from ..ops.linalg import Matmul
+from ..ops.math import Power
+from ..ops.norms import VectorNorm
+from ..ops.reduction import Sum
+from ..ops.shape import broadcast_arrays, stack
+from .engine import Kind, Phase, rewrite
+from .patterns import add_terms, constant_value, fits, is_constant, is_count, owner, square_of
+
+_S = Phase.STABILIZE
+_REC = Kind.RECOGNITION
+
+
+def _root_operand(node) -> Variable | None:
+    """u for node = sqrt(u) or u ** 0.5."""
+    if isinstance(node.op, Sqrt):
+        return node.inputs[0]
+    return node.inputs[0] if is_constant(node.inputs[1], 0.5) else None
+
+
+def _nonnegative(n: Variable) -> bool:
+    """Whether n is provably >= 0: a count of entries, a constant, or var's `maximum(n - ddof, 0)`."""
+    bound = owner(n, Maximum)
+    if bound is not None:
+        return any((c := constant_value(b)) is not None and c >= 0 for b in bound.inputs)
+    value = constant_value(n)
+    return is_count(n) or (value is not None and value >= 0)
+
+
+def _real(x: Variable | None) -> Variable | None:
+    return x if x is not None and is_floating(x.dtype) else None
+
+
+@rewrite(_S, _REC, Sqrt, Power)
+def norm_from_root_of_sum_of_squares(node):
+    """sqrt(sum(x², axis, keepdims)) → norm(x, axis, keepdims) (x² as `square(x)`, `x ** 2` or
+    `x * x`; the root as `sqrt` or `** 0.5`); sqrt(sum(x²) / n) → norm(x) / sqrt(n) (a root mean
+    square, and a standard deviation written as sqrt(var(x))); sqrt(x @ x) of a vector →
+    norm(x); sqrt(a² + b² + ...) → the norm of the terms stacked (hypot); sqrt(x²) → |x|.
+
+    Written, the gradient is x / ‖x‖ = 0/0 = NaN at x = 0 (a point's distance to itself), and
+    the squares overflow past |x| = 1.3e154 (float64; 1.8e19 in float32) and underflow below
+    1e-162: `sqrt(sum(x**2))` at (3e200, 4e200) is inf, not 5e200.  The norm's value is the
+    written one bit for bit where the squares stay in range (over n, an ulp apart: two roots
+    instead of one), and its gradient at 0 is 0, as |x|'s is.  Only real floating x (a complex x·x is no squared modulus).
+    """
+    u = _root_operand(node)
+    if u is None:
+        return None
+    quotient = owner(u, Divide)  # a mean or a variance: sqrt(sum(x²) / n) = norm(x) / sqrt(n)
+    if quotient is not None and not _nonnegative(quotient.inputs[1]):
+        return None  # (sqrt(0 / -2) is -0, 0 / sqrt(-2) NaN)
+    total = owner(quotient.inputs[0] if quotient is not None else u, Sum)
+    if total is not None:
+        x = _real(square_of(total.inputs[0]))
+        if x is not None:
+            norm = VectorNorm(total.op.axes, total.op.keepdims)(x)
+            return fits(norm if quotient is None else norm / sqrt(quotient.inputs[1]), node)
+    product = owner(u, Matmul)
+    if product is not None and product.inputs[0] is product.inputs[1] and product.inputs[0].ndim == 1:
+        x = _real(product.inputs[0])
+        return fits(VectorNorm((0,))(x), node) if x is not None else None
+    terms = add_terms(u)
+    roots = [_real(square_of(t)) for t in terms]
+    if any(r is None for r in roots):
+        return None
+    if len(roots) == 1:
+        return fits(abs(roots[0]), node)
+    # the terms side by side along a new last axis, each broadcast to the sum's shape
+    return fits(VectorNorm((-1 % (u.ndim + 1),))(stack(broadcast_arrays(*roots), axis=-1)), node)
+
+
+RULES = (norm_from_root_of_sum_of_squares,)

@@ -1,0 +1,330 @@
+"""Products and quotients whose factors leave the float range while the answer does not (issue 17):
+
+- the log of a product or quotient of factors that are never negative (exp, sigmoid, softmax,
+  squares, abs, positive constants, ...) is the sum or difference of their logs where the
+  written product under- or overflowed, and the written log elsewhere;
+- `log(det(A))` is the log|det| of `slogdet`, kept NaN where det is negative;
+- a factor times a `where` with a zero branch is the `where` of the product (PyTensor's
+  `local_mul_switch_sink`): the zero does not meet an infinite factor;
+- `exp(log(x))`, `expm1(log1p(x))` and `exp(log1p(x))` are x, x and 1 + x on their domain;
+- powers of one positive constant base multiply by adding exponents (PyTensor's
+  `local_mul_pow_to_pow_add`) where the written product under- or overflowed.
+
+Where the written formula is fine it is kept (as a `where` branch): the rules remove inf·0,
+inf/inf and log(0) or log(inf) of a finite answer, and change no finite, accurate value.
+They run in the STABILIZE phase after the other catalogue modules (whose more specific
+patterns, such as `log(0.5·erfc(t))` → `log_ndtr`, win) and chain with them: the logs a
+replacement takes (`log(sigmoid(a))`) are recognised in turn.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.basic import Apply, Constant, Variable
+from ..graph.types import is_floating
+from ..ops import stable
+from ..ops.base import astype
+from ..ops.decompositions import Det, slogdet
+from ..ops.elementwise import (
+    Abs,
+    Divide,
+    Multiply,
+    Sqrt,
+    Square,
+    Where,
+    abs,
+    equal,
+    greater,
+    greater_equal,
+    isnan,
+    less,
+    less_equal,
+    logical_and,
+    logical_not,
+    logical_or,
+    where,
+)
+from ..ops.math import Cosh, Erfc, Exp, Expm1, Log, Log1p, Power, log, log1p, power
+from .engine import Kind, Phase, rewrite
+from .patterns import LAYOUT, fits, is_constant, owner, provably_positive, square_of
+
+_S = Phase.STABILIZE
+_REC = Kind.RECOGNITION
+#: how many factors of a product `_never_negative` looks through (linear, not a walk of the graph)
+_DEPTH = 8
+
+
+def _in_dtype(result: Variable, node: Apply) -> Variable:
+    """result in the dtype of node's output (a float64 log of a constant beside a float32 formula, an
+    integer or float32 factor of a float64 product)."""
+    dtype = node.outputs[0].dtype
+    return result if result.dtype == dtype else astype(result, dtype)
+
+
+def _positive_constant(v: Variable) -> bool:
+    """Whether v is a float or integer constant whose entries are all positive and finite."""
+    if not isinstance(v, Constant) or v.data.size == 0 or v.data.dtype.kind not in "fiu":
+        return False
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(v.data > 0) and np.all(np.isfinite(v.data)))
+
+
+def _finite_constant(v: Variable) -> bool:
+    if not isinstance(v, Constant) or v.data.dtype.kind not in "fiub":
+        return False
+    return bool(np.all(np.isfinite(v.data)))
+
+
+def _never_negative(v: Variable, depth: int = _DEPTH) -> bool:
+    """Whether v is ≥ 0 or NaN for every input: exp, softplus, sigmoid, softmax, a positive constant,
+    |x|, √x, x², cosh, erfc, and products and quotients of those, also behind layout ops."""
+    if depth == 0:
+        return False
+    if provably_positive(v) or _positive_constant(v) or square_of(v) is not None:
+        return True
+    node = v.owner
+    if node is None:
+        return False
+    if isinstance(node.op, Abs | Sqrt | Square | Cosh | Erfc | stable.ExpOfSum):
+        return True
+    if isinstance(node.op, LAYOUT):
+        return _never_negative(node.inputs[0], depth - 1)
+    if isinstance(node.op, Multiply | Divide):
+        return all(_never_negative(x, depth - 1) for x in node.inputs)
+    return False
+
+
+def _out_of_range(q: Variable) -> Variable:
+    """Where q is 0, subnormal or +inf: a product of numbers that under- or overflowed (never where
+    q is negative or NaN, where the written log is NaN and stays so)."""
+    info = np.finfo(q.dtype)
+    return logical_and(greater_equal(q, 0), logical_or(less(q, float(info.tiny)), greater(q, float(info.max))))
+
+
+# -- the log of a product or quotient --------------------------------------------------------------------
+def _logs_of_product(q: Variable, node: Apply) -> Variable | None:
+    """log(a) ± log(b) for q = a·b or a/b whose factors allow it (see the rule below), 2·log|x|
+    for q = x² (a square of any sign), in node's dtype; None for any other q."""
+    if not is_floating(q.dtype):
+        return None
+    root = square_of(q)
+    if root is not None and is_floating(root.dtype):
+        root = root if root.dtype == q.dtype else astype(root, q.dtype)  # (as the written square is taken)
+        return _in_dtype(2 * log(abs(root)), node)
+    q_node = owner(q, Multiply, Divide)
+    if q_node is None:
+        return None
+    a, b = q_node.inputs
+    if not (_never_negative(a) and _never_negative(b)) and not (_positive_constant(a) or _positive_constant(b)):
+        return None
+    # (each factor in the product's dtype, as the written product takes it: a float32 factor of a
+    # float64 product is not logged in float32)
+    a, b = _in_dtype(a, q_node), _in_dtype(b, q_node)
+    return _in_dtype(log(a) + log(b) if isinstance(q_node.op, Multiply) else log(a) - log(b), node)
+
+
+@rewrite(_S, _REC, Log)
+def sum_of_logs_from_log_of_product(node):
+    """log(a·b) → log(a) + log(b) and log(a/b) → log(a) - log(b) where a·b (a/b) is 0, subnormal or
+    inf, the written log elsewhere; for a, b never negative (exp, sigmoid, softmax, |x|, x², √x,
+    positive constants, and products of them) or one of them a positive constant (`log(1/x)`,
+    `log(x/c)`); log(x·x) → 2·log|x| for x of any sign (`log(sigma**2)` at sigma = 1e-200). A
+    product of three factors is two rewrites.
+
+    Written, the product leaves the float range before its log does: log(1/x) is inf at x = 1e-310
+    (exactly 713.8), log(σ(a)·σ(b)) is -inf with a NaN gradient at a = b = -800 (exactly -1600), and so
+    is log(softmax(x)[0]·softmax(x)[1]). Where the product is a normal number the written log is
+    kept: it is the more accurate one there (log a + log b cancels where a ≈ 1/b). The domain is the
+    written one: a negative or NaN product stays NaN (c/x at x = -0 is -inf, its log NaN), a genuine
+    0 gives -inf and 0·inf NaN; where the sum of logs is NaN (a negative factor that underflowed to
+    -0) the written log stays. Two factors of unknown sign must not fire (log(x·y) is a number where
+    both are negative, the sum of logs NaN), nor one of unknown sign beside a factor that may be 0.
+    """
+    inner = node.inputs[0]
+    parts = _logs_of_product(inner, node)
+    if parts is None:
+        return None
+    # (a NaN sum of logs where the product is 0 is a negative factor of unknown sign that underflowed,
+    # c·x at x = -1e-300, or c/x at x = -inf: the written -inf stays, as the log of -0)
+    taken = logical_and(_out_of_range(inner), logical_not(isnan(parts)))
+    # the written log reads a `where` that holds 1 where it is not taken: no log(0) in its pullback,
+    # and a Log of a Where, which this rule does not match again
+    written = log(where(taken, 1.0, inner))
+    return fits(where(taken, parts, written), node)
+
+
+@rewrite(_S, _REC, Log1p)
+def sum_of_logs_from_log1p_of_product(node):
+    """log1p(q) → the sum of logs of q's factors (as the rule above) where q overflowed to inf, the
+    written log1p elsewhere: log1p(x²/ν) of a Student-t or Cauchy log-density is inf past
+    |x| = 1.3e154 (exactly 2·log|x| - log ν, to far below an ulp).
+
+    Below overflow the written log1p is kept (it is exact near 0, where a log of the product is
+    not); so is a NaN or -inf.
+    """
+    inner = node.inputs[0]
+    parts = _logs_of_product(inner, node)
+    if parts is None:
+        return None
+    taken = logical_and(equal(inner, np.inf), logical_not(isnan(parts)))
+    written = log1p(where(taken, 0.0, inner))  # (a Log1p of a Where: not matched again)
+    return fits(where(taken, parts, written), node)
+
+
+# -- log det ---------------------------------------------------------------------------------------------
+@rewrite(_S, _REC, Log)
+def slogdet_from_log_of_det(node):
+    """log(det(A)) → log|det A| from slogdet(A) where det A > 0, -inf where it is 0, NaN where it is
+    negative (also for stacks of matrices).
+
+    Written, det overflows or underflows long before its log does: log(det(1e200·A)) is inf for a
+    2×2 A (exactly 921.7 + log det A) with a NaN gradient. The gradient of slogdet is solve(Aᵀ, ḡ·I),
+    as det's own pullback, with no inverse formed. NumPy computes det itself as sign·exp(log|det|),
+    so the written log is never the more accurate one (it carries exp's rounding once more).
+    """
+    d = owner(node.inputs[0], Det)
+    if d is None:
+        return None
+    sign, logabsdet = slogdet(d.inputs[0])
+    nan, minus_inf = (np.asarray(v, logabsdet.dtype) for v in (np.nan, -np.inf))
+    singular_or_negative = where(equal(sign, 0), minus_inf, nan)
+    return fits(_in_dtype(where(greater(sign, 0), logabsdet, singular_or_negative), node), node)
+
+
+# -- a zero branch sunk into a product -------------------------------------------------------------------
+def _zero_branch(v: Variable) -> tuple[Variable, Variable, bool] | None:
+    """(c, f, zero_when) for v = where(c, 0, f) (zero_when True) or where(c, f, 0) (False)."""
+    w = owner(v, Where)
+    if w is None:
+        return None
+    c, x, y = w.inputs
+    if is_constant(x, 0.0) and not is_constant(y, 0.0):
+        return c, y, True
+    if is_constant(y, 0.0) and not is_constant(x, 0.0):
+        return c, x, False
+    return None
+
+
+@rewrite(_S, _REC, Multiply, Divide)
+def where_from_product_with_zero_branch(node):
+    """A·where(c, 0, f) → where(c, 0, A·f) (either order, and where(c, f, 0)); where(c, 0, f)/B →
+    where(c, 0, f/B); the 0 stays NaN where A or B is NaN, and where B is 0.
+
+    Written, the zero meets the other factor: exp(x)·where(x > 700, 0, 1) is inf·0 = NaN at x = 800,
+    where the formula says 0, and its gradient is NaN wherever the zero branch is taken and A' is
+    inf. Sunk, A·f is a branch of the where, whose gradient the where masks. A NaN A (log(-1)) is a
+    domain error and stays one; so is 0/0 (a genuine zero B cannot be told from one that
+    underflowed, so the quotient keeps its NaN there and only its gradient changes). The result
+    keeps the written shape (the condition may broadcast the product wider) and dtype.
+    """
+    dtype = node.outputs[0].dtype
+    if not is_floating(dtype):
+        return None
+    first, second = node.inputs
+    if isinstance(node.op, Multiply):
+        candidates = [(first, second), (second, first)]
+    else:
+        candidates = [(second, first)]  # only the numerator's where: A / where(c, 0, f) is A/0 as meant
+    for other, w in candidates:
+        found = _zero_branch(w)
+        if found is None or _finite_constant(other):
+            continue  # (a finite constant times 0 is 0 as written)
+        c, f, zero_when = found
+        # the product in the written one's dtype (a float32 f beside a float64 zero is multiplied in float64)
+        other, f = _in_dtype(other, node), _in_dtype(f, node)
+        nan, zero = np.asarray(np.nan, dtype), np.asarray(0.0, dtype)
+        undefined = isnan(other)
+        if isinstance(node.op, Divide):
+            undefined = logical_or(undefined, equal(other, 0))
+            product = f / other
+        else:
+            product = other * f if w is second else f * other
+        zero_or_nan = where(undefined, nan, zero)
+        sunk = where(c, zero_or_nan, product) if zero_when else where(c, product, zero_or_nan)
+        return fits(_in_dtype(sunk, node), node)
+    return None
+
+
+# -- exp of a log ----------------------------------------------------------------------------------------
+@rewrite(_S, _REC, Exp, Expm1)
+def identity_from_exp_of_log(node):
+    """exp(log(x)) → x for x ≥ 0; expm1(log1p(x)) → x and exp(log1p(x)) → 1 + x for x ≥ -1; NaN
+    elsewhere (value and gradient), as written.
+
+    Written, exp carries log's rounding |log x| times over: exp(log(1e300)) is about 300 ulps
+    off (exp(log(x)) = x·(1 + δ·log x) for log's rounding δ), and the gradient exp(log x)/x is
+    0·inf = NaN at x = 0. The edges are the written ones: exp(log 0) = 0, exp(log inf) = inf,
+    expm1(log1p(-1)) = -1, NaN stays NaN.
+    """
+    inner = node.inputs[0]
+    if not is_floating(node.outputs[0].dtype):
+        return None
+    if isinstance(node.op, Exp):
+        lg, lp = owner(inner, Log), owner(inner, Log1p)
+    else:
+        lg, lp = None, owner(inner, Log1p)
+    if lg is None and lp is None:
+        return None
+    x = _in_dtype((lg if lg is not None else lp).inputs[0], node)  # type: ignore[union-attr]
+    dtype = node.outputs[0].dtype
+    one, nan = np.asarray(1.0, dtype), np.asarray(np.nan, dtype)
+    value = x if lg is not None or isinstance(node.op, Expm1) else 1.0 + x
+    bound = 0.0 if lg is not None else -1.0
+    # NaN below the domain through a factor, so that the gradient is NaN there too
+    return fits(value * where(greater_equal(x, bound), one, nan), node)
+
+
+# -- powers of one base ----------------------------------------------------------------------------------
+def _power_of_constant(v: Variable) -> tuple[float, Variable, Variable] | None:
+    """(c, base, a) for v = c**a with a positive finite constant base c whose entries are all equal."""
+    p = owner(v, Power)
+    if p is None or not _positive_constant(p.inputs[0]):
+        return None
+    data = p.inputs[0].data  # type: ignore[attr-defined]
+    first = data.reshape(-1)[0]
+    return (float(first), p.inputs[0], p.inputs[1]) if np.all(data == first) else None
+
+
+def _normal(v: Variable) -> Variable:
+    info = np.finfo(v.dtype)
+    return logical_and(greater_equal(v, float(info.tiny)), less_equal(v, float(info.max)))
+
+
+@rewrite(_S, _REC, Multiply, Divide)
+def power_of_sum_from_product_of_powers(node):
+    """c**a · c**b → c**(a + b) and c**a / c**b → c**(a - b) for one positive constant base c, where
+    a factor or the written product is 0, subnormal or inf; the written product elsewhere.
+
+    Written, 10**x · 10**(-x) is inf·0 = NaN at x = 400 (exactly 1), and 10**(-200)·10**(-200)/10**(-390)
+    is 0/0. Where both factors and the product are normal numbers the written product is kept: it
+    is the more accurate one (c**(a + b) carries the rounding of a + b times |(a + b)·ln c|, 300
+    ulps at 10**300.1). A variable or negative base must not fire: (-2)**a · (-2)**b is a
+    number at integer a, b where (-2)**(a + b) need not be, and x**a · x**b differs at x = 0.
+    """
+    if not is_floating(node.outputs[0].dtype):
+        return None
+    left, right = (_power_of_constant(v) for v in node.inputs)
+    if left is None or right is None or left[0] != right[0]:
+        return None
+    (_, base, a), (_, _, b) = left, right
+    pa, pb = node.inputs
+    product = isinstance(node.op, Multiply)
+    exponent = a + b if product else a - b
+    in_range = logical_and(_normal(pa), _normal(pb))
+    # the written product, spelled through a where (a Multiply of a Where, which this rule does not
+    # match again); its factors hold 1 where it is not taken, so its pullback meets no inf
+    kept = where(in_range, pa, 1.0)
+    written = kept * pb if product else kept / pb
+    in_range = logical_and(in_range, _normal(written))
+    return fits(_in_dtype(where(in_range, written, power(base, exponent)), node), node)
+
+
+RULES = (
+    sum_of_logs_from_log_of_product,
+    sum_of_logs_from_log1p_of_product,
+    slogdet_from_log_of_det,
+    where_from_product_with_zero_branch,
+    identity_from_exp_of_log,
+    power_of_sum_from_product_of_powers,
+)
