@@ -39,6 +39,12 @@ def _log1p(v):
     return _log(1 + v)
 
 
+def _xlogx(v):
+    # x·log(x) with xlogy's limit 0 at x = 0: what xlogy_from_naive makes of the written product
+    # before any rule of this file sees it
+    return mp.mpf(0) if v == 0 else v * _log(v)
+
+
 def _sigmoid(v):
     return 1 / (1 + mp.exp(-v))
 
@@ -556,6 +562,118 @@ CASES = [
         (-INF, -INF),
     ),
     Case(
+        "log(x + 1) - log(x)",
+        "log1p_from_difference_of_shifted_logs",
+        lambda x: sg.log(x + 1.0) - sg.log(x),
+        lambda x, k: _log(x + 1) - _log(x),
+        (1e-300, 1e-20, 0.5, 3.0, 40.0, 1e10, 1e17, 1e300),
+        (1e-30, 1e-6, 0.5, 3.0, 40.0, 1e10, 1e30),
+        lambda x: sg.log(x + 1.0) - sg.log(2.0 * x),
+        (NAN, NAN),  # (-inf: NaN; +inf: inf - inf, as written)
+    ),
+    Case(
+        "log(x) - log(x - 2)",
+        "log1p_from_difference_of_shifted_logs",
+        lambda x: sg.log(x) - sg.log(x - 2.0),
+        lambda x, k: _log(x) - _log(x - 2),
+        (2.5, 3.0, 40.0, 1e10, 1e17, 1e300),
+        (2.5, 3.0, 40.0, 1e6, 1e10, 1e30),
+        lambda x: sg.log(x) - sg.log(2.0 - x),
+        (NAN, NAN),
+    ),
+    Case(
+        "(x + 1) log(x + 1) - x log(x)",
+        "log1p_from_difference_of_x_log_x",
+        lambda x: (x + 1.0) * sg.log(x + 1.0) - x * sg.log(x),
+        lambda x, k: _xlogx(x + 1) - _xlogx(x),
+        (1e-300, 1e-20, 0.5, 3.0, 40.0, 1e10, 1e17, 1e300),
+        (1e-30, 1e-6, 0.5, 3.0, 40.0, 1e10, 1e30),
+        lambda x: (x + 1.0) * sg.log(x + 2.0) - x * sg.log(x),
+        (NAN, NAN),
+    ),
+    Case(
+        "x log(x) - (x - 3) log(x - 3)",
+        "log1p_from_difference_of_x_log_x",
+        lambda x: x * sg.log(x) - (x - 3.0) * sg.log(x - 3.0),
+        lambda x, k: _xlogx(x) - _xlogx(x - 3),
+        (3.5, 4.0, 40.0, 1e10, 1e17, 1e300),
+        (3.5, 4.0, 40.0, 1e6, 1e10, 1e30),
+        lambda x: x * sg.log(x) - (x - 3.0) * sg.log(x - 2.0),
+        (NAN, NAN),
+    ),
+    # (recognition turns exp(-softplus(x)) into sigmoid(-x) before the sum is seen)
+    Case(
+        "exp(u) - 2 + exp(-u), u = softplus(x)",
+        "hyperbolic_from_opposite_exponentials",
+        lambda x: sg.exp(sg.softplus(x)) - 2.0 + sg.exp(-sg.softplus(x)),
+        lambda x, k: mp.exp(mp.log1p(mp.exp(x))) - 2 + mp.exp(-mp.log1p(mp.exp(x))),
+        LINE,
+        LINE32,
+        lambda x: sg.exp(sg.softplus(x)) - 2.0 + sg.sigmoid(x),
+        (0.0, INF),
+    ),
+    Case(
+        "(exp(x) - 1) / x",
+        "exprel_from_quotient",
+        lambda x: (sg.exp(x) - 1.0) / x,
+        lambda x, k: mp.nan if x == 0 else (mp.exp(x) - 1) / x,
+        (-800.0, -40.0, -1.0, -1e-8, 1e-300, 0.5, 1.0, 20.0, 700.0),
+        (-100.0, -20.0, -1.0, -1e-4, 1e-30, 0.5, 3.0, 17.0, 80.0),
+        lambda x: sg.expm1(x) / (x + 1.0),
+        (0.0, NAN),  # (+inf: inf/inf, as written)
+        huge=700.0,  # (beyond, exp(x)/x - expm1(x)/x² is inf - inf as written)
+    ),
+    Case(
+        "x / (exp(x) - 1)",
+        "exprel_from_quotient",
+        lambda x: x / (sg.exp(x) - 1.0),
+        lambda x, k: mp.nan if x == 0 else x / (mp.exp(x) - 1),
+        (-800.0, -40.0, -1.0, -1e-8, 1e-300, 0.5, 1.0, 20.0, 700.0),
+        (-100.0, -20.0, -1.0, -1e-4, 1e-30, 0.5, 3.0, 17.0, 80.0),
+        lambda x: x / sg.expm1(2.0 * x),
+        (INF, NAN),
+    ),
+    Case(
+        "log(sinh(x) / x)",
+        "log_sinhc_from_log_of_quotient",
+        lambda x: sg.log(sg.sinh(x) / x),
+        lambda x, k: mp.nan if x == 0 else _log(mp.sinh(x) / x),
+        (-800.0, -25.0, -3.0, -1.0, -1e-8, 1e-300, 0.5, 1.9, 2.5, 20.0, 700.0, 800.0),
+        (-100.0, -25.0, -3.0, -1.0, -1e-4, 1e-30, 0.5, 1.9, 2.5, 20.0, 80.0),
+        lambda x: sg.log(sg.sinh(x) / (2.0 * x)),
+        (NAN, NAN),  # (inf/inf, as written)
+    ),
+    Case(
+        "log(sinh(x))",
+        "log_sinh_far_from_log_of_sinh",
+        lambda x: sg.log(sg.sinh(x)),
+        lambda x, k: _log(mp.sinh(x)),
+        (1e-300, 1e-8, 0.5, 1.5, 3.0, 20.5, 40.0, 700.0, 800.0),
+        (1e-30, 1e-4, 0.5, 1.5, 3.0, 20.5, 40.0, 100.0),
+        lambda x: sg.log(sg.sinh(x) + 2.5),  # (2.5·sinh(x) is log 2.5 + log(sinh(x)) by the products rule: it fires)
+        (NAN, INF),
+    ),
+    Case(
+        "log(1 + x) - x",
+        "log1pmx_from_difference",
+        lambda x: sg.log(1.0 + x) - x,
+        lambda x, k: _log1p(x) - x,
+        (-0.9, -0.5, -0.3, -1e-10, 1e-300, 1e-5, 0.5, 0.999, 3.0, 1e300),
+        (-0.9, -0.5, -1e-4, 1e-30, 0.5, 0.999, 3.0, 1e30),
+        lambda x: sg.log1p(x) - 2.0 * x,
+        (NAN, NAN),  # (+inf: inf - inf, as written)
+    ),
+    Case(
+        "exp(log(a) + log(b))",
+        "product_from_exp_of_sum_of_logs",
+        lambda a, b: sg.exp(sg.log(a) + sg.log(b)),
+        lambda a, b, k: mp.exp(_log(a) + _log(b)),
+        ((2.0, 3.0), (1e10, 1e-200), (1e150, 1e150), (1.5, 1e-300), (4.0, 7.0), (1e100, 1e-10)),
+        ((2.0, 3.0), (1e10, 1e-20), (1e15, 1e15), (1.5, 1e-30), (4.0, 7.0), (1e30, 1e-10)),
+        lambda a, b: sg.exp(sg.log(a) + sg.log1p(b)),
+        arity=2,
+    ),
+    Case(
         "log(x + sqrt(x*x + 1))",
         "inverse_hyperbolic_from_log",
         lambda x: sg.log(x + sg.sqrt(x * x + 1.0)),
@@ -660,9 +778,9 @@ def _ulps(got, expected, dtype, floor: float = 0.0) -> np.ndarray:
     """|got - expected| in ulps of max(|expected|, floor) (of the dtype's tiny, at least)."""
     info = np.finfo(dtype)
     got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # (an error of 1e300 ulps is inf ulps)
         error = np.where(got == expected, 0.0, np.abs(got - expected))
-    return error / np.maximum(np.abs(expected), max(floor, float(info.tiny))) / float(info.eps)
+        return error / np.maximum(np.abs(expected), max(floor, float(info.tiny))) / float(info.eps)
 
 
 # -- the rules fire, and give the written formula's exact value and gradient ---------------------------------
@@ -816,6 +934,37 @@ def test_a_near_miss_is_left_alone(case, dtype):
     with np.errstate(all="ignore"):
         written = sg.function(xs, y, recognition=False)(*args)
     np.testing.assert_allclose(f(*args), written, rtol=1e-12 if dtype == "float64" else 1e-5, equal_nan=True)
+
+
+def test_exp_of_a_sum_of_logs_keeps_the_written_domain():
+    a, b = sg.vector("a"), sg.vector("b")
+    product, quotient = sg.exp(sg.log(a) + sg.log(b)), sg.exp(sg.log(a) - sg.log(b))
+    f = sg.function([a, b], [product, quotient])
+    assert f.explain().count("[product_from_exp_of_sum_of_logs]") == 2
+    pa = np.array([-1.0, 2.0, 0.0, 0.0, INF, NAN, 3.0])
+    pb = np.array([2.0, -0.5, INF, 0.0, 0.0, 1.0, 0.0])
+    with np.errstate(all="ignore"):
+        got = f(pa, pb)
+        written = sg.function([a, b], [product, quotient], recognition=False)(pa, pb)
+    for g, w in zip(got, written):
+        np.testing.assert_array_equal(g, w)  # NaN, 0 and inf exactly where the logs make them
+
+
+def test_log_of_abs_sinh_far_out():
+    # log(|sinh(x)|) of either sign (the GERG form): finite past overflow, as written near 0
+    x = sg.vector("x")
+    y = sg.log(sg.abs(sg.sinh(x)))
+    f = sg.function([x], [y, sg.grad(sg.sum(y), x)])
+    assert "[log_sinh_far_from_log_of_sinh]" in f.explain()
+    points = np.array([-800.0, -30.0, -0.5, 1e-8, 3.0, 21.0, 750.0])
+    value, grad = f(points)
+    with mp.workdps(50):
+        exact = [float(mp.log(abs(mp.sinh(mp.mpf(p))))) for p in points]
+        slope = [float(mp.cosh(p) / mp.sinh(p)) for p in map(mp.mpf, points)]
+    assert np.all(_ulps(value, exact, "float64") <= 4) and np.all(_ulps(grad, slope, "float64") <= 4)
+    with np.errstate(all="ignore"):
+        written = sg.function([x], y, recognition=False)(points)
+    assert np.isinf(written[0]) and np.isinf(written[-1])
 
 
 def test_one_is_not_the_only_constant_near_one():

@@ -10,6 +10,14 @@ root-difference benchmarks):
 - the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`;
 - a difference of square roots: `√(x + c) - √x` is `c / (√(x + c) + √x)`;
 - a power near one: `(1 + t)**a - 1` is `expm1(a·log1p(t))` where |a·log1p(t)| < 1;
+- logs of shifted arguments: `log(x + c) - log(x)` is `log1p(c/x)`, and the difference of
+  entropy-like terms `(x + c)·log(x + c) - x·log(x)` is `c·log(x + c) + x·log1p(c/x)`, both where
+  x > |c| (elsewhere the written difference is accurate, or -inf/NaN as written);
+- near-0 quotients by series: `expm1(x)/x` (SciPy's exprel) and `x/expm1(x)`, and
+  `log(sinh(x)/x)`, by their Taylor series for |x| below 1 (2), whose derivatives do not cancel
+  as the quotient rule's do; `log(sinh(x))` past x = 20 as x - log 2 + log1p(-exp(-2x));
+  `log1p(x) - x` by the atanh series for -0.5 < x < 1;
+- `exp(log(a) ± log(b))` is `a·b` (`a/b`), NaN where a log is;
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
   `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
 
@@ -20,13 +28,55 @@ them (a replacement is rewritten again).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..graph.basic import Apply, Variable
+from ..graph.basic import Apply, Variable, constant
 from ..graph.types import is_floating
 from ..ops import stable
-from ..ops.elementwise import Add, Divide, Multiply, Reciprocal, Sqrt, Subtract, absolute, greater, less, where
-from ..ops.math import Cosh, Exp, Log, Power, Sinh, Tan, arccosh, arcsinh, cos, cosh, expm1, log1p, sinh, tan, tanh
+from ..ops.elementwise import (
+    Abs,
+    Add,
+    Divide,
+    Multiply,
+    Reciprocal,
+    Sqrt,
+    Subtract,
+    absolute,
+    divide,
+    equal,
+    greater,
+    isfinite,
+    less,
+    less_equal,
+    logical_and,
+    logical_not,
+    logical_or,
+    multiply,
+    where,
+)
+from ..ops.math import (
+    Cosh,
+    Exp,
+    Expm1,
+    Log,
+    Log1p,
+    Power,
+    Sinh,
+    Tan,
+    arccosh,
+    arcsinh,
+    cos,
+    cosh,
+    exp,
+    expm1,
+    log,
+    log1p,
+    sinh,
+    tan,
+    tanh,
+)
 from .engine import Kind, Phase, rewrite
 from .patterns import (
     constant_value,
@@ -130,9 +180,29 @@ def _terms(v: Variable, sign: float = 1.0, found: list | None = None) -> list[tu
     return _terms(b, -sign if isinstance(node.op, Subtract) else sign, found)
 
 
+def _scaled_sigmoid_as_exp(
+    t: Variable, partner: tuple[float, Variable, int] | None
+) -> tuple[float, Variable, int] | None:
+    """(c, u, -1) for t = c·sigmoid(z) where the partner term is c'·exp(u) with u = softplus(-z):
+    σ(z) = exp(-softplus(-z)), so `exp(softplus(x))` pairs with `σ(-x)`, what recognition has
+    made of `exp(-softplus(x))` by the time the sum is seen."""
+    if partner is None:
+        return None
+    core, scale = scaled_core(t)
+    z = entrywise_operand(core, stable.Sigmoid)
+    soft = owner(partner[1], stable.Softplus)
+    if z is None or soft is None:
+        return None
+    if _opposite(z, soft.inputs[0]):
+        return scale, partner[1], -1
+    return None
+
+
 def _hyperbolic_pair(first: tuple[float, Variable], second: tuple[float, Variable]) -> Variable | None:
     """2c·sinh(w) or 2c·cosh(w) for the signed terms c·exp(w) and ±c·exp(-w), else None."""
     a, b = _scaled_exp(first[1]), _scaled_exp(second[1])
+    a = a if a is not None else _scaled_sigmoid_as_exp(first[1], b)
+    b = b if b is not None else _scaled_sigmoid_as_exp(second[1], a)
     if a is None or b is None:
         return None
     (ca, ua, ea), (cb, ub, eb) = a, b
@@ -151,7 +221,8 @@ def _hyperbolic_pair(first: tuple[float, Variable], second: tuple[float, Variabl
 @rewrite(_S, _REC, Subtract, Add)
 def hyperbolic_from_opposite_exponentials(node):
     """c·exp(x) - c·exp(-x) → 2c·sinh(x); c·exp(x) + c·exp(-x) → 2c·cosh(x), among up to 8 terms
-    of a sum (`exp(x) - 2 + exp(-x)` → `2·cosh(x) - 2`; also `c / exp(x)`, `exp(0 - x)`, `exp(x) / c`).
+    of a sum (`exp(x) - 2 + exp(-x)` → `2·cosh(x) - 2`; also `c / exp(x)`, `exp(0 - x)`, `exp(x) / c`,
+    and `sigmoid(-z)` read as `exp(-u)` next to `exp(u)` for u = softplus(z)).
 
     Written, the difference cancels for |x| small: it is 0 below x ≈ 1e-16 and loses every
     digit near there, where sinh keeps the relative accuracy (2x); so does the derivative of
@@ -292,6 +363,286 @@ def expm1_from_power_near_one(node):
         written = power_side + (-1.0) if sign == 1.0 else negate(power_side) + 1.0
         return fits(where(less(absolute(y), 1.0), near_one, written), node)
     return None
+
+
+# -- logs of shifted arguments ------------------------------------------------------------------------
+def _shift(v: Variable) -> tuple[Variable, Variable] | None:
+    """(x, c) for v = x + c (either order) or x - c (then c negated), c a non-zero finite constant."""
+    total = owner(v, Add)
+    if total is not None:
+        for x, c in (total.inputs, total.inputs[::-1]):
+            value = constant_value(c)
+            if value is not None and value != 0 and np.isfinite(value):
+                return x, c
+    difference = owner(v, Subtract)
+    value = constant_value(difference.inputs[1]) if difference is not None else None
+    if difference is not None and value is not None and value != 0 and np.isfinite(value):
+        return difference.inputs[0], negate(difference.inputs[1])
+    return None
+
+
+def _log_of_shift(v: Variable) -> tuple[Variable, Variable] | None:
+    """(x, c) for v = log(x + c) or log1p(x) (c = 1: what log1p_from_naive has made of log(x + 1))."""
+    logarithm = owner(v, Log)
+    if logarithm is not None:
+        return _shift(logarithm.inputs[0])
+    plus_one = owner(v, Log1p)
+    if plus_one is not None:
+        x = plus_one.inputs[0]
+        return x, constant(np.ones((), x.dtype))
+    return None
+
+
+def _log_operand(v: Variable) -> Variable | None:
+    logarithm = owner(v, Log)
+    return logarithm.inputs[0] if logarithm is not None else None
+
+
+def _above_shift(x: Variable, c: Variable) -> Variable:
+    """Where x > |c| and finite: there 1 + c/x is in (0, 2), and log1p(c/x) neither overflows nor
+    meets the written form's -inf or NaN."""
+    return logical_and(greater(x, absolute(c)), isfinite(x))
+
+
+def _written_difference(node: Apply) -> Variable:
+    # (as a sum with the negation: the difference itself would be matched again)
+    return node.inputs[0] + negate(node.inputs[1])
+
+
+@rewrite(_S, _REC, Subtract)
+def log1p_from_difference_of_shifted_logs(node):
+    """log(x + c) - log(x) → log1p(c/x), and log(x) - log(x + c) → -log1p(c/x), c a non-zero constant
+    (`x - c`, `c + x`, and `log1p(x)` for log(x + 1) alike), where x > |c|; elsewhere the formula
+    as written (`log(N + 1) - log(N)`).
+
+    Written, the two logs cancel for x >> |c|: the answer is about c/x and every digit is gone by
+    x ≈ |c|·2⁵³ (the gradient 1/(x + c) - 1/x as well). Where x ≤ |c| the logs are at least log 2
+    apart and the written difference is accurate, and it is also where it is ±inf or NaN (x = 0,
+    x + c ≤ 0, x < 0, which log1p(c/x) would not keep: log1p(1/0) is inf, but its gradient is NaN
+    where the written one is -inf): the written formula stays there, and at x = ±inf and NaN.
+    A non-constant shift, or logs of unrelated arguments, must not fire.
+    """
+    a, b = node.inputs
+    for shifted, plain, sign in ((a, b, 1.0), (b, a, -1.0)):
+        found = _log_of_shift(shifted)
+        if found is None or _log_operand(plain) is not found[0]:
+            continue
+        x, c = found
+        near = log1p(divide(c, x))
+        near = near if sign == 1.0 else negate(near)
+        return fits(where(_above_shift(x, c), near, _written_difference(node)), node)
+    return None
+
+
+def _x_log_x(v: Variable) -> Variable | None:
+    """a for v = a·log(a): `a * log(a)`, or what xlogy_from_naive makes of it, xlogy(a, a), and of
+    `(b + 1)·log(b + 1)` once log1p_from_naive has run, xlog1py(b + 1, b)."""
+    f = owner(v, stable.XLogY)
+    if f is not None and f.inputs[0] is f.inputs[1]:
+        return f.inputs[0]
+    f = owner(v, stable.XLog1PY)
+    if f is not None:
+        a, b = f.inputs
+        shifted = _shift(a)
+        return a if shifted is not None and shifted[0] is b and is_constant(shifted[1], 1.0) else None
+    product = owner(v, Multiply)
+    if product is not None:
+        for a, term in (product.inputs, product.inputs[::-1]):
+            if _log_operand(term) is a:
+                return a
+    return None
+
+
+@rewrite(_S, _REC, Subtract)
+def log1p_from_difference_of_x_log_x(node):
+    """(x + c)·log(x + c) - x·log(x) → c·log(x + c) + x·log1p(c/x) (and the negation for the
+    terms the other way round), c a non-zero constant, where x > |c|; elsewhere the formula as
+    written (Hamming's `(n + 1)·log(n + 1) - n·log(n) - 1`, a difference of entropy terms).
+
+    Written, the two terms are about x·log(x) each and cancel to about c·(log(x) + 1): for
+    x ≈ 1e16 the terms are 6e17 and their rounding alone (64) is more than the answer (38); the
+    derivative log((x + c)/x) cancels the same way. Where x ≤ |c| the written terms do not cancel
+    (or are -inf, 0·log(0) or NaN, which the written formula keeps). Different shifts or
+    unrelated bases must not fire.
+    """
+    a, b = node.inputs
+    for shifted_side, plain_side, sign in ((a, b, 1.0), (b, a, -1.0)):
+        shifted, plain = _x_log_x(shifted_side), _x_log_x(plain_side)
+        found = _shift(shifted) if shifted is not None and plain is not None else None
+        if found is None or found[0] is not plain:
+            continue
+        x, c = found
+        c_log = log(shifted) if is_constant(c, 1.0) else multiply(c, log(shifted))
+        near = c_log + x * log1p(divide(c, x))
+        near = near if sign == 1.0 else negate(near)
+        return fits(where(_above_shift(x, c), near, _written_difference(node)), node)
+    return None
+
+
+# -- near-0 quotients, by series ------------------------------------------------------------------------
+def _horner(t: Variable, coefficients: list[float]) -> Variable:
+    """Σ coefficients[k]·t^k, by Horner's rule (the highest power innermost)."""
+    total: Variable | float = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        total = total * t + c
+    return total  # type: ignore[return-value]
+
+
+#: exprel(x) = expm1(x)/x = Σ x^k/(k+1)!: 18 terms leave the 19th below 2⁻⁵⁵ of the sum for |x| < 1
+_EXPREL = [1.0 / math.factorial(k + 1) for k in range(18)]
+#: (sinh(x)/x - 1)/x² = Σ x^(2k-2)/(2k+1)!, k ≥ 1: 12 terms for x² < 4 (the 13th: 6·4¹²/27! of the first)
+_SINHC = [1.0 / math.factorial(2 * k + 1) for k in range(1, 13)]
+
+
+def _nan_at_zero(x: Variable) -> Variable:
+    """0, or NaN where x = 0: added, so the written 0/0 stays NaN there (and a NaN x keeps its NaN gradient)."""
+    return where(equal(x, 0), np.full((), np.nan, x.dtype), np.zeros((), x.dtype))
+
+
+def _float(x: Variable) -> bool:
+    return is_floating(x.dtype)
+
+
+@rewrite(_S, _REC, Divide)
+def exprel_from_quotient(node):
+    """expm1(x) / x → exprel(x), x / expm1(x) → 1 / exprel(x): the Taylor series Σ x^k/(k+1)! where
+    |x| < 1, the quotient as written elsewhere (`(exp(x) - 1) / x` once expm1_from_naive has run).
+
+    Written, the value is accurate (expm1 keeps its digits) but its derivative, by the quotient
+    rule, is exp(x)/x - expm1(x)/x², two terms of about 1/x that cancel to about 1/2: every
+    digit is gone for |x| below 1e-8. The series' derivative has no such difference. At |x| ≥ 1
+    the written derivative loses at most 2 bits and stays. At x = 0 the written 0/0 is NaN and
+    stays NaN. Other numerators than expm1 of the same x must not fire.
+    """
+    top, bottom = node.inputs
+    for numerator, denominator, inverted in ((top, bottom, False), (bottom, top, True)):
+        inner = owner(numerator, Expm1)
+        if inner is None or inner.inputs[0] is not denominator or not _float(denominator):
+            continue
+        x = denominator
+        small = less(absolute(x), 1.0)
+        series = _horner(x, _EXPREL)
+        # the written quotient where |x| >= 1, by x read as 1 elsewhere: the same value there, no
+        # 0/0 where it is not selected, and a denominator this rule does not match again
+        safe = where(small, np.ones((), x.dtype), x)
+        if not inverted:
+            return fits(where(small, series, numerator / safe) + _nan_at_zero(x), node)
+        # x/expm1(x) past x = 40 is x·exp(-x) to 2⁻⁵⁷: written, its derivative's path through
+        # expm1 underflows ((g/expm1)·x/expm1 ≈ 1e-606 at x = 700) where the answer is (1 - x)·e⁻ˣ
+        far = greater(x, 40.0)
+        tail = where(far, x * exp(negate(x)), safe / numerator)
+        return fits(where(small, 1.0 / series, tail) + _nan_at_zero(x), node)
+    return None
+
+
+@rewrite(_S, _REC, Log)
+def log_sinhc_from_log_of_quotient(node):
+    """log(sinh(x) / x) → log1p(x²·Σ x^(2k-2)/(2k+1)!) where |x| < 2; log(sinh(x)/x) as written for
+    2 ≤ |x| ≤ 20; |x| - log(2|x|) + log1p(-exp(-2|x|)) beyond (NaN at x = 0 as written).
+
+    Written, sinh(x)/x is within an ulp of 1 for |x| below 1e-8, where the answer is x²/6, and
+    the log keeps only rounding; its derivative coth(x) - 1/x cancels likewise (at x = 1e-3 it
+    has lost 20 bits). Past |x| ≈ 710 sinh overflows and the written log is inf. Between 2 and
+    20 the written formula loses at most a bit and stays. sinh of another x, or another
+    divisor, must not fire.
+    """
+    quotient = owner(node.inputs[0], Divide)
+    if quotient is None:
+        return None
+    hyperbolic = owner(quotient.inputs[0], Sinh)
+    x = quotient.inputs[1]
+    if hyperbolic is None or hyperbolic.inputs[0] is not x or not _float(x):
+        return None
+    t = x * x
+    near = log1p(t * _horner(t, _SINHC))
+    a = absolute(x)
+    far = a - log(2.0 * a) + log1p(negate(exp(-2.0 * a)))
+    small = less(a, 2.0)
+    inside = logical_and(logical_not(small), less_equal(a, 20.0))
+    # the written log where 2 <= |x| <= 20, of 1 elsewhere (no 0/0 or overflow where not selected,
+    # and a log of a where, which this rule does not match again)
+    written = log(where(inside, quotient.outputs[0], np.ones((), x.dtype)))
+    return fits(where(small, near, where(inside, written, far)) + _nan_at_zero(x), node)
+
+
+@rewrite(_S, _REC, Log)
+def log_sinh_far_from_log_of_sinh(node):
+    """log(sinh(x)) → x - log(2) + log1p(-exp(-2x)) where x > 20, and log(|sinh(x)|) the same of
+    |x| where |x| > 20 (the GERG equation of state's `log(fabs(sinh(t·τ)))`); as written elsewhere.
+
+    Written, sinh overflows past |x| ≈ 710, where the log is about |x| - log 2, and its derivative
+    cosh/sinh is inf/inf. Below 20 the written log is accurate, and x - log(2) would cancel
+    near x = 0.88 where log(sinh(x)) = 0: it stays. log(sinh(x)) of x < 0 is NaN as written.
+    `log(2·sinh(x))` is log_of_twice_hyperbolic's.
+    """
+    inner = node.inputs[0]
+    magnitude = owner(inner, Abs)
+    hyperbolic = owner(magnitude.inputs[0] if magnitude is not None else inner, Sinh)
+    if hyperbolic is None or not _float(hyperbolic.inputs[0]):
+        return None
+    x = hyperbolic.inputs[0]
+    a = absolute(x) if magnitude is not None else x
+    far = a - float(np.log(2.0)) + log1p(negate(exp(-2.0 * a)))
+    far_out = greater(a, 20.0)
+    # the written log of 1 where far: a log of a where, which this rule does not match again
+    written = log(where(far_out, np.ones((), x.dtype), inner))
+    return fits(where(far_out, far, written), node)
+
+
+#: (log1p(x) - x + x²/(2 + x)) / (2u³) = Σ u^(2k)/(2k + 3), u = x/(2 + x): 18 terms for u² ≤ 1/9
+_LOG1PMX = [1.0 / (2 * k + 3) for k in range(18)]
+
+
+@rewrite(_S, _REC, Subtract)
+def log1pmx_from_difference(node):
+    """log1p(x) - x → -x²/(2 + x) + 2u³·Σ u^(2k)/(2k + 3) with u = x/(2 + x) where -0.5 < x < 1, the
+    written difference elsewhere; x - log1p(x) the negation (`log(1 + x) - x` once log1p_from_naive
+    has run: SciPy's log1pmx, the Poisson and Stirling remainders).
+
+    Written, log1p(x) and x agree to the first order: the difference, about -x²/2, loses every
+    digit for |x| below 1e-8 (log1p(x) then rounds to x), and its derivative 1/(1 + x) - 1 does
+    the same. The series is log1p(x) = 2·atanh(u) with its first term taken out exactly
+    (2u - x = -x²/(2 + x)); |u| ≤ 1/3 on the interval. Outside it the written difference loses
+    at most 2 bits, and keeps its -inf at x = -1 and NaN below. Another operand than log1p's own
+    x must not fire.
+    """
+    a, b = node.inputs
+    for logarithm, x, sign in ((a, b, 1.0), (b, a, -1.0)):
+        inner = owner(logarithm, Log1p)
+        if inner is None or inner.inputs[0] is not x or not _float(x):
+            continue
+        near = logical_and(greater(x, -0.5), less(x, 1.0))
+        xs = where(near, x, np.zeros((), x.dtype))  # (no 0/0 at x = -2 where it is not selected)
+        u = xs / (xs + 2.0)
+        series = negate(xs * xs / (xs + 2.0)) + 2.0 * (u * u * u) * _horner(u * u, _LOG1PMX)
+        # (a sum with the negation: the difference itself would be matched again)
+        written = logarithm + negate(x) if sign == 1.0 else x + negate(logarithm)
+        return fits(where(near, series if sign == 1.0 else negate(series), written), node)
+    return None
+
+
+# -- exp of a sum of logs -------------------------------------------------------------------------------
+@rewrite(_S, _REC, Exp)
+def product_from_exp_of_sum_of_logs(node):
+    """exp(log(a) + log(b)) → a·b and exp(log(a) - log(b)) → a/b, NaN where a or b is negative (as
+    written: the log of a negative).
+
+    Written, the sum of logs rounds to an ulp of |log(a·b)| and the exp turns that into a relative
+    error of |log(a·b)|·ε: 9 bits at a·b = 1e-300; the derivative b·exp(...)/... carries it too.
+    The product rounds once. Zeros and infinities meet as written: 0·inf and inf/inf are NaN where
+    -inf + inf is, 0·b = exp(-inf) = 0. Logs of other functions (log1p, log_sigmoid) must not fire.
+    """
+    total = owner(node.inputs[0], Add, Subtract)
+    if total is None:
+        return None
+    a, b = (_log_operand(v) for v in total.inputs)
+    if a is None or b is None or not (_float(a) and _float(b)):
+        return None
+    combined = a * b if isinstance(total.op, Add) else a / b
+    negative = logical_or(less(a, 0), less(b, 0))
+    dtype = node.outputs[0].dtype
+    outside = where(negative, np.full((), np.nan, dtype), np.zeros((), dtype))
+    return fits(combined + outside, node)
 
 
 # -- inverse hyperbolic functions ----------------------------------------------------------------------
@@ -451,6 +802,13 @@ RULES = (
     sinh_squared_from_cosh_minus_one,
     conjugate_from_difference_of_roots,
     expm1_from_power_near_one,
+    log1p_from_difference_of_shifted_logs,
+    log1p_from_difference_of_x_log_x,
     inverse_hyperbolic_from_log,
     inverse_gudermannian_from_log_tan,
+    exprel_from_quotient,
+    log_sinhc_from_log_of_quotient,
+    log_sinh_far_from_log_of_sinh,
+    log1pmx_from_difference,
+    product_from_exp_of_sum_of_logs,
 )

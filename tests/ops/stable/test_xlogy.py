@@ -129,3 +129,18 @@ def test_an_expectation_in_log_space_is_xexpx_with_a_zero_probability():
     np.testing.assert_allclose(g, [0.0, -0.25 * (1 + np.log(0.25)), -0.75 * (1 + np.log(0.75))], rtol=1e-14)
     near_miss = sg.function([lp], sg.sum(sg.exp(lp) * (lp + 1.0)))
     assert "xexpx_from_naive" not in near_miss.explain()
+
+
+def test_a_zero_partial_stays_zero_under_an_infinite_cotangent():
+    # where(x == 0, 0, x·log1p(x)) is recognised as xlog1py(x, x); the guard gave ∂x = 0 at x = 0
+    # whatever the cotangent, and log(sinh(·)) sends an infinite one there (coth(0)): not inf · 0
+    x = sg.vector("x")
+    for inner in (sg.where(x == 0.0, 0.0, x * sg.log1p(x)), sg.where(x == 0.0, 0.0, (x + 1.0) * sg.log(x + 1.0))):
+        y = sg.log(sg.sinh(inner))
+        f = sg.function([x], sg.grad(sg.sum(y), x))
+        written = sg.function([x], sg.grad(sg.sum(y), x), recognition=False)
+        with np.errstate(all="ignore"):
+            got, expected = f(np.array([0.0, 1.0, np.nan])), written(np.array([0.0, 1.0, np.nan]))
+        assert got[0] == 0.0 and expected[0] == 0.0
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-15)
+        assert np.isnan(got[2])

@@ -3,7 +3,10 @@
 Opaque on purpose: written out, `x * log(y)` is `0 · -inf = NaN` at x = y = 0
 (entropy terms, `p log p`), and a rewrite that distributes `(a - 1) · log y` into
 `a · log y - log y` would bring the NaN back at y = 0.  The pullbacks keep ∂y = 0
-where x = 0 without a division by y there.
+where x = 0 without a division by y there, and a partial that is exactly 0 gives 0 even
+for an infinite cotangent (where the product is inf · 0): what the guard `where(x == 0, 0,
+x·log(y))` gives, which recognition turns into xlogy (`xlogy_from_guarded`), so that an
+outer derivative infinite at the guard's 0 (`log(sinh(·))`, `1/·`) stays out of the NaN.
 """
 
 from __future__ import annotations
@@ -16,10 +19,16 @@ import numpy as np
 from ...graph.basic import READS_INPUTS
 from ..base import Entrywise
 from ..composite import SymbolicOp
-from ..elementwise import equal, isnan, logical_and, where
+from ..elementwise import equal, isinf, isnan, logical_and, where
 from ..gradient_mask import masked_gradient
 from ..math import exp, log, log1p
 from ._common import promote, restore
+
+
+def _unless_zero_partial(product, g, partial_is_zero):
+    """The cotangent's product with a partial (as the pullback writes it: `g * x / y` in that order),
+    and 0 where the partial is exactly 0 and g infinite (a NaN g stays NaN)."""
+    return where(logical_and(partial_is_zero, isinf(g)), 0, product)
 
 
 @final
@@ -43,7 +52,10 @@ class XLogY(Entrywise, SymbolicOp):
     def pullback(self, inputs, outputs, grads):
         (x, y), (g,) = inputs, grads
         y_safe = where(logical_and(equal(x, 0), equal(y, 0)), 1, y)
-        return [g * log(y), g * x / y_safe]
+        return [
+            _unless_zero_partial(g * log(y), g, equal(y, 1)),
+            _unless_zero_partial(g * x / y_safe, g, equal(x, 0)),
+        ]
 
 
 @final
@@ -67,7 +79,10 @@ class XLog1PY(Entrywise, SymbolicOp):
     def pullback(self, inputs, outputs, grads):
         (x, y), (g,) = inputs, grads
         denominator = where(logical_and(equal(x, 0), equal(y, -1)), 1, 1 + y)
-        return [g * log1p(y), g * x / denominator]
+        return [
+            _unless_zero_partial(g * log1p(y), g, equal(y, 0)),
+            _unless_zero_partial(g * x / denominator, g, equal(x, 0)),
+        ]
 
 
 @final
