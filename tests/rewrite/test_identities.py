@@ -15,18 +15,17 @@ import pytest
 
 import stablegrad as sg
 
+from .written import as_held as _k
+from .written import log as _log
+from .written import sigmoid as _sigmoid
+from .written import ulps as _ulps
+
 SQRT2 = float(np.sqrt(2.0))
 INF, NAN = np.inf, np.nan
 DPS = 900  # 1 + erf(-30) = erfc(30) ≈ 2.6e-393 needs its digits below the 1
 
 
 # -- the written formulas in mpmath: extended reals, NaN outside a log's domain ---------------------------
-def _log(v):
-    if mp.isnan(v) or v < 0:
-        return mp.nan
-    return -mp.inf if v == 0 else mp.log(v)
-
-
 def _sqrt(v):
     return mp.nan if mp.isnan(v) or v < 0 else mp.sqrt(v)
 
@@ -43,10 +42,6 @@ def _xlogx(v):
     # x·log(x) with xlogy's limit 0 at x = 0: what xlogy_from_naive makes of the written product
     # before any rule of this file sees it
     return mp.mpf(0) if v == 0 else v * _log(v)
-
-
-def _sigmoid(v):
-    return 1 / (1 + mp.exp(-v))
 
 
 def _log1mexp(z):
@@ -80,10 +75,6 @@ class Case:
     #: the written formula in an exactly equal form that mpmath's digits can hold at ±huge
     #: (1 + erf(-1e5) = erfc(1e5) = e^-1e10 is 0 at 900 digits): only for the edges
     far: Callable | None = None
-
-
-def _k(dtype):
-    return lambda v: mp.mpf(float(np.asarray(v, dtype=dtype)))
 
 
 # (not 27: SciPy's erfc(27) is 0, not the subnormal 5e-319, and so is the written 1 - erf(27))
@@ -772,15 +763,6 @@ def _exact(case: Case, dtype: str, args: list[float]) -> list[float]:
             return [float(value)] + [float("nan")] * case.arity
         partials = [mp.diff(f, xs, tuple(int(i == j) for j in range(case.arity))) for i in range(case.arity)]
         return [float(value)] + [float(p) for p in partials]
-
-
-def _ulps(got, expected, dtype, floor: float = 0.0) -> np.ndarray:
-    """|got - expected| in ulps of max(|expected|, floor) (of the dtype's tiny, at least)."""
-    info = np.finfo(dtype)
-    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):  # (an error of 1e300 ulps is inf ulps)
-        error = np.where(got == expected, 0.0, np.abs(got - expected))
-        return error / np.maximum(np.abs(expected), max(floor, float(info.tiny))) / float(info.eps)
 
 
 # -- the rules fire, and give the written formula's exact value and gradient ---------------------------------

@@ -16,6 +16,11 @@ import pytest
 
 import stablegrad as sg
 
+from .written import as_held as _k
+from .written import log as _log
+from .written import sigmoid as _sigmoid
+from .written import ulps as _ulps
+
 INF, NAN = np.inf, np.nan
 DPS = 400  # 1 + 1e-300 and a step of 1e-320 beside it
 SUM = "sum_of_logs_from_log_of_product"
@@ -26,21 +31,6 @@ POW = "power_of_sum_from_product_of_powers"
 
 
 # -- the written formulas in mpmath ---------------------------------------------------------------------
-def _log(v):
-    if mp.isnan(v) or v < 0:
-        return mp.nan
-    return -mp.inf if v == 0 else mp.log(v)
-
-
-def _sigmoid(v):
-    return 1 / (1 + mp.exp(-v))
-
-
-def _k(dtype):
-    """A written constant as the graph holds it (0.1 rounded to the dtype)."""
-    return lambda v: mp.mpf(float(np.asarray(v, dtype=dtype)))
-
-
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -257,15 +247,6 @@ def _partial(f, xs: list, i: int):
 
 def _exact_table(case: Case, dtype: str, args: list[np.ndarray]) -> np.ndarray:
     return np.array([_exact(case, dtype, [float(a[i]) for a in args]) for i in range(len(args[0]))]).T
-
-
-def _ulps(got, expected, dtype, floor: float = 0.0) -> np.ndarray:
-    """|got - expected| in ulps of max(|expected|, floor); 0 where they are equal (infinities too)."""
-    info = np.finfo(dtype)
-    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        error = np.where(got == expected, 0.0, np.abs(got - expected))
-        return error / np.maximum(np.abs(expected), max(floor, float(info.tiny))) / float(info.eps)
 
 
 # -- the rules fire and give the written formula's exact value and gradient ---------------------------------
