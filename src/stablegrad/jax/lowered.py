@@ -148,7 +148,7 @@ def _run(plan: Plan, values: Sequence) -> list:
     def run(speculate: bool) -> tuple[list, flags.Flags]:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Explicitly requested dtype (float|int)64", category=UserWarning)
-            results, raised = flags.traced(lambda: evaluate(plan, values), speculate=speculate, contract=True)
+            results, raised = flags.traced(lambda: evaluate(plan, values), speculate=speculate)
             return [jnp.asarray(r, dtype=np.dtype(v.dtype)) for r, v in zip(results, plan.outputs)], raised
 
     cheap, raised = run(speculate=True)

@@ -8,8 +8,6 @@ Lowerings call two functions while `Program` traces them:
   compiled on that first need.  So the common call pays neither for the exact form
   nor for a branch (`lax.cond` costs ~0.1 s of XLA compilation and keeps XLA from
   fusing across it).  In the exact version, and in a loop's step, it is `exact()`.
-- `contracting()`: whether products may be contracted into fused multiply-adds, as
-  XLA does in the user's own code (`stabilize` traces so; the backend does not).
 - `check(failed, detail, message)`, for a run-time check on values (labels in
   range).  The program returns the flag and the detail; `Program.run` raises
   `message.format(detail)` with the line of the node that checked.  (`checkify`
@@ -42,9 +40,8 @@ class Check:
 class Flags:
     """The doubts and checks raised while tracing one program (or one loop step)."""
 
-    def __init__(self, speculate: bool, contract: bool = False):
+    def __init__(self, speculate: bool):
         self.speculate = speculate
-        self.contract = contract
         self.doubts: list = []
         self.checks: list[Check] = []
 
@@ -60,15 +57,9 @@ class Flags:
 _FLAGS: ContextVar[Flags | None] = ContextVar("flags", default=None)
 
 
-def traced(run: Callable, speculate: bool, contract: bool | None = None) -> tuple[Any, Flags]:
-    """run()'s result, and the doubts and checks its `settle`s and `check`s raised.
-
-    `contract`: products may fuse into the additions that read them (see
-    `lowerings.rounded`); None inherits it from the enclosing trace (a loop's step)."""
-    if contract is None:
-        outer = _FLAGS.get()
-        contract = outer is not None and outer.contract
-    token = _FLAGS.set(flags := Flags(speculate, contract))
+def traced(run: Callable, speculate: bool) -> tuple[Any, Flags]:
+    """run()'s result, and the doubts and checks its `settle`s and `check`s raised."""
+    token = _FLAGS.set(flags := Flags(speculate))
     try:
         return run(), flags
     finally:
@@ -101,9 +92,3 @@ def restack(checks: list[Check], stacked: list[tuple[Any, Any]]) -> None:
     failed at any step, with the detail of the first step that failed."""
     for c, (failed, detail) in zip(checks, stacked):
         check(jnp.any(failed), detail[jnp.argmax(failed)], c.message, c.location)
-
-
-def contracting() -> bool:
-    """Whether this trace lets XLA contract products into fused multiply-adds."""
-    flags = _FLAGS.get()
-    return flags is not None and flags.contract
