@@ -200,6 +200,61 @@ def test_exp32_is_within_two_float32_ulps_across_its_range():
     assert out[0] == np.inf and out[1] == 0.0 and np.isnan(out[2])
 
 
+@pytest.mark.parametrize(
+    "full, nonpositive, dtype, low",
+    [("exp", "exp_nonpositive", np.float64, -750.0), ("exp32", "exp32_nonpositive", np.float32, -110.0)],
+)
+def test_the_nonpositive_exps_equal_the_full_ones_bit_for_bit(full, nonpositive, dtype, low):
+    """The softmax family's terms exp(x - max) take the one-scaling form: the same values,
+    subnormal results (where the scaling rounds) included."""
+    rng = np.random.default_rng(4)
+    tiny = np.finfo(dtype).tiny
+    t = np.concatenate(
+        [
+            rng.uniform(low, 0, 20000),
+            -np.geomspace(1e-30, -low, 20000),
+            np.log([tiny, tiny / 2, tiny / 3]) + [0, 1e-9, -1e-9],  # around the subnormal edge
+            [0.0, -0.0, -np.inf, np.nan],
+        ]
+    ).astype(dtype)
+    expected, got = np.empty_like(t), np.empty_like(t)
+    _entrywise(getattr(kernels, full))(t, expected)
+    _entrywise(getattr(kernels, nonpositive))(t, got)
+    np.testing.assert_array_equal(got, expected)
+    assert np.any((got > 0) & (got < tiny))  # subnormal results were reached
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    "row, expected",
+    [
+        ([1.0, np.nan, 3.0], np.nan),
+        ([-np.inf, np.nan], np.nan),  # a NaN wins, also against -inf
+        ([-np.inf, -np.inf], -np.inf),
+        ([np.inf, -np.inf, 2.0], np.inf),
+        ([-5.0, -3.0, -4.0], -3.0),
+        ([-1e-310, -1e-300], -1e-310),
+        ([-0.0, 0.0], 0.0),
+        ([], -np.inf),
+    ],
+)
+def test_the_row_max_as_an_integer_max(dtype, row, expected):
+    """Ordered as floats (negatives by flipped bits), NaN as np.maximum, -inf over nothing."""
+    import numba
+
+    @numba.njit
+    def row_max(x):
+        return kernels._row_max(x)
+
+    got = row_max(np.array(row, dtype=dtype))
+    want = np.float64(dtype(expected))
+    assert got == want or (np.isnan(got) and np.isnan(want))
+    rng = np.random.default_rng(5)
+    with np.errstate(over="ignore"):  # (float32: some are ±inf, some 0)
+        values = (rng.normal(size=997) * 10.0 ** rng.uniform(-300, 300, 997)).astype(dtype)
+    assert row_max(values) == np.max(values)
+
+
 def test_a_read_only_input_to_a_short_row_logsumexp():
     x = sg.vector("x")
     values = np.zeros(3)
