@@ -291,6 +291,22 @@ def test_w1_runs_the_logsumexp_and_its_gradient_as_one_node():
     _assert_same(f._program.run(values), Program(f.graph.inputs, f.graph.outputs).run(values))
 
 
+@pytest.mark.parametrize("w_shape", [(7,), (1,)])
+def test_with_unknown_extents_the_weighted_loss_still_pairs_its_logsumexp(w_shape):
+    """The seed of `sum(w * lse)` reads the shape of `w * lse`; taken from w and x instead,
+    the logsumexp joins its gradient's node (w of one entry still broadcasts)."""
+    x, w = sg.matrix("x"), sg.vector("w")
+    cost = sg.sum(w * sg.logsumexp(x, axis=-1))
+    f = sg.function([x, w], [cost, sg.grad(cost, x)])
+    ops = [type(n.op) for n in f.nodes]
+    assert ops.count(LogSumExpAndScaledSoftmax) == 1 and not {LogSumExp, LogSumExpGrad, ScaledSoftmax} & set(ops)
+    rng = np.random.default_rng(6)
+    values = [rng.standard_normal((7, 9)), rng.standard_normal(w_shape)]
+    _assert_same(f._program.run(values), Program(f.graph.inputs, f.graph.outputs).run(values))
+    p = np.exp(values[0] - np.log(np.sum(np.exp(values[0]), axis=-1, keepdims=True)))
+    np.testing.assert_allclose(f(*values)[1], values[1][:, None] * p, rtol=1e-14)
+
+
 def test_check_finite_keeps_the_users_nodes():
     x, w = sg.tensor("x", (4, 5)), sg.tensor("w", (4,))
     cost = sg.sum(w * sg.logsumexp(x, axis=-1))

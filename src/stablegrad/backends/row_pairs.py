@@ -20,9 +20,12 @@ import numpy as np
 from ..graph.basic import Apply, Constant, Op, Variable, substitute, toposort
 from ..graph.fgraph import FunctionGraph
 from ..graph.types import TensorType
+from ..ops.base import Elementwise
 from ..ops.elementwise import Multiply
+from ..ops.shape import ShapeDim
 from ..ops.stable import LogSumExp
 from ..ops.stable.logsumexp import LogSumExpGrad
+from ..rewrite.extents import broadcast_extent, extent_source, extent_sources
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -63,9 +66,13 @@ def over_rows(x: Variable, axes) -> bool:
 
 def fused(graph: FunctionGraph) -> list[Variable]:
     """The graph's outputs with logsumexp's pullbacks (and the logsumexp beside each) fused."""
-    nodes = toposort(graph.outputs, stop=graph.inputs)
+    return _fused(list(graph.outputs), list(graph.inputs), apart=True)
+
+
+def _fused(outputs: list[Variable], inputs: list[Variable], apart: bool) -> list[Variable]:
+    nodes = toposort(outputs, stop=inputs)
     readers = Counter(v.id for node in nodes for v in node.inputs)
-    readers.update(v.id for v in graph.outputs)
+    readers.update(v.id for v in outputs)
     pullbacks: dict[int, tuple] = {}  # x's id → (the variable replaced, x, scale)
     for node in nodes:
         if isinstance(node.op, LogSumExpGrad) and over_rows(node.inputs[0], node.op.axes):
@@ -85,21 +92,67 @@ def fused(graph: FunctionGraph) -> list[Variable]:
         for node in nodes
         if isinstance(node.op, LogSumExp) and node.op.plain and over_rows(node.inputs[0], node.op.axes)
     }
-    computed_from = _sources(nodes, [forwards[x_id].outputs[0] for x_id in pullbacks if x_id in forwards])
+    joining = [forwards[x_id] for x_id in pullbacks if x_id in forwards]
+    computed_from = _sources(nodes, [forward.outputs[0] for forward in joining])
+    if apart and any(
+        computed_from(scale, forwards[x_id].outputs[0])
+        for x_id, (_, _, scale) in pullbacks.items()
+        if x_id in forwards and scale is not None
+    ):
+        detached = _shapes_from_operands(outputs, nodes, joining, computed_from)
+        if detached is not None:
+            return _fused(detached, inputs, apart=False)
     replacements: dict[int, Variable] = {}
     for x_id, (replaced, x, scale) in pullbacks.items():
         if scale is None:
             scale = Constant(np.ones((1,) * x.ndim, dtype=x.dtype))
         forward = forwards.get(x_id)
-        # (the forward joins unless the scale is computed from it: g = 2 · lse for a cost lse², or
-        # with unknown extents a shape read from it)
+        # (the forward joins unless the scale is computed from it: g = 2 · lse for a cost lse²;
+        # a shape read from it is taken from the operands first, `_shapes_from_operands`)
         if forward is not None and not computed_from(scale, forward.outputs[0]):
             lse, grad = LogSumExpAndScaledSoftmax(cast(LogSumExp, forward.op).keepdims)(x, scale)
             replacements[forward.outputs[0].id] = lse
             replacements[replaced.id] = grad
         else:
             replacements[replaced.id] = ScaledSoftmax()(x, scale)
-    return substitute(graph.outputs, replacements) if replacements else list(graph.outputs)
+    return substitute(outputs, replacements) if replacements else outputs
+
+
+def _shapes_from_operands(outputs: list[Variable], nodes: list[Apply], forwards: list[Apply], computed_from):
+    """The outputs with each shape lookup of a value computed from one of these logsumexps
+    taken from the operands that set that extent instead (`where(a == 1, b, a)` of theirs);
+    None if there is none.  A weighted loss's seed reads the shape of `w * lse`, which
+    would otherwise keep the logsumexp out of the node its pullback's scale feeds."""
+
+    def late(v: Variable) -> bool:
+        return any(computed_from(v, forward.outputs[0]) for forward in forwards)
+
+    def leaves(v: Variable, axis: int) -> list | None:
+        if not late(v):
+            return [(v, axis)]
+        owner = cast(Apply, v.owner)
+        if isinstance(owner.op, Elementwise):
+            found: list = extent_sources(owner.inputs, v.ndim, axis % v.ndim) or [1]
+        else:
+            source = extent_source(v, axis)
+            if source is None:
+                return None
+            found = [source]
+        out: list = []
+        for s in found:
+            more = [s] if isinstance(s, int) else leaves(*s)
+            if more is None:
+                return None
+            out += more
+        return out
+
+    replacements: dict[int, Variable] = {}
+    for node in nodes:
+        if isinstance(node.op, ShapeDim) and late(node.inputs[0]):
+            found = leaves(node.inputs[0], node.op.axis)
+            if found is not None:
+                replacements[node.outputs[0].id] = broadcast_extent(found)
+    return substitute(outputs, replacements) if replacements else None
 
 
 def _sources(nodes: list[Apply], sources: list[Variable]):
