@@ -94,9 +94,13 @@ def _kw(fn):
 
 
 def _numpy_median(x, axis, keepdims):
-    """np.median; over no axes, the median of each entry alone (NumPy fails to reshape an empty x then)."""
+    """np.median; over no axes, the median of each entry alone, and with an empty result no
+    entries (NumPy fails to reshape an empty x in both: `reshape(0, -1)` is ambiguous)."""
     if axis == ():
         return np.median(np.expand_dims(x, -1), axis=-1)
+    shape = np.sum(x, axis=axis, keepdims=keepdims).shape
+    if x.size == 0 and math.prod(shape) == 0:
+        return np.empty(shape, dtype=np.median(np.zeros(1, x.dtype)).dtype)
     return np.median(x, axis=axis, keepdims=keepdims)
 
 

@@ -625,6 +625,26 @@ CASES = [
         (INF, NAN),
     ),
     Case(
+        "(exp(2x) - 1) / (exp(x) - 1)",
+        "exp_plus_one_from_ratio_of_expm1",
+        lambda x: (sg.exp(2.0 * x) - 1.0) / (sg.exp(x) - 1.0),
+        lambda x, k: mp.nan if x == 0 else mp.expm1(2 * x) / mp.expm1(x),
+        (-800.0, -40.0, -1.0, -1e-8, 1e-300, 0.5, 1.0, 20.0, 400.0, 700.0),
+        (-100.0, -20.0, -1.0, -1e-4, 1e-30, 0.5, 3.0, 17.0, 40.0),
+        lambda x: sg.expm1(3.0 * x) / sg.expm1(x),
+        (1.0, NAN),  # (+inf: inf/inf, as written)
+    ),
+    Case(
+        "expm1(x) / expm1(x + x)",
+        "exp_plus_one_from_ratio_of_expm1",
+        lambda x: sg.expm1(x) / sg.expm1(x + x),
+        lambda x, k: mp.nan if x == 0 else mp.expm1(x) / mp.expm1(2 * x),
+        (-800.0, -40.0, -1.0, -1e-8, 1e-300, 0.5, 1.0, 20.0, 400.0, 700.0),
+        (-100.0, -20.0, -1.0, -1e-4, 1e-30, 0.5, 3.0, 17.0, 40.0),
+        lambda x: sg.expm1(x) / sg.expm1(x + 1.0),
+        (1.0, NAN),
+    ),
+    Case(
         "log(sinh(x) / x)",
         "log_sinhc_from_log_of_quotient",
         lambda x: sg.log(sg.sinh(x) / x),

@@ -13,6 +13,7 @@ root-difference benchmarks):
 - logs of shifted arguments: `log(x + c) - log(x)` is `log1p(c/x)`, and the difference of
   entropy-like terms `(x + c)·log(x + c) - x·log(x)` is `c·log(x + c) + x·log1p(c/x)`, both where
   x > |c| (elsewhere the written difference is accurate, or -inf/NaN as written);
+- a difference of squares: `expm1(2x)/expm1(x)` is `exp(x) + 1` (and its inverse `sigmoid(-x)`);
 - near-0 quotients by series: `expm1(x)/x` (SciPy's exprel) and `x/expm1(x)`, and
   `log(sinh(x)/x)`, by their Taylor series for |x| below 1 (2), whose derivatives do not cancel
   as the quotient rule's do; `log(sinh(x))` past x = 20 as x - log 2 + log1p(-exp(-2x));
@@ -535,6 +536,44 @@ def exprel_from_quotient(node):
     return None
 
 
+def _doubled(u: Variable, v: Variable) -> bool:
+    """Whether u is written as 2·v (`2 * v`, `v * 2` or `v + v`)."""
+    node = owner(u, Multiply, Add)
+    if node is None:
+        return False
+    a, b = node.inputs
+    if isinstance(node.op, Add):
+        return a is v and b is v
+    return (a is v and is_constant(b, 2.0)) or (b is v and is_constant(a, 2.0))
+
+
+@rewrite(_S, _REC, Divide)
+def exp_plus_one_from_ratio_of_expm1(node):
+    """expm1(2x) / expm1(x) → exp(x) + 1, expm1(x) / expm1(2x) → sigmoid(-x): a difference
+    of squares, e^{2x} - 1 = (e^x - 1)(e^x + 1) (so `(exp(2x) - 1) / (exp(x) - 1)` once
+    expm1_from_naive has run).
+
+    Written, each expm1 keeps its digits and so does the quotient, but its derivative by the
+    quotient rule is two terms of about 2/x that cancel to about 1/2 (every digit gone below
+    x ≈ 1e-8), and expm1(2x) overflows past x = 354 where the answer is finite.  At x = 0
+    the written 0/0 stays NaN, at x = +inf the written inf/inf too.
+    """
+    top, bottom = node.inputs
+    for numerator, denominator, inverted in ((top, bottom, False), (bottom, top, True)):
+        twice, once = owner(numerator, Expm1), owner(denominator, Expm1)
+        if twice is None or once is None or not _float(once.inputs[0]):
+            continue
+        x = once.inputs[0]
+        if not _doubled(twice.inputs[0], x):
+            continue
+        undefined = where(
+            logical_or(equal(x, 0), equal(x, np.inf)), np.full((), np.nan, x.dtype), np.zeros((), x.dtype)
+        )
+        ratio = stable.sigmoid(negate(x)) if inverted else exp(x) + 1.0
+        return fits(ratio + undefined, node)
+    return None
+
+
 @rewrite(_S, _REC, Log)
 def log_sinhc_from_log_of_quotient(node):
     """log(sinh(x) / x) → log1p(x²·Σ x^(2k-2)/(2k+1)!) where |x| < 2; log(sinh(x)/x) as written for
@@ -807,6 +846,7 @@ RULES = (
     inverse_hyperbolic_from_log,
     inverse_gudermannian_from_log_tan,
     exprel_from_quotient,
+    exp_plus_one_from_ratio_of_expm1,
     log_sinhc_from_log_of_quotient,
     log_sinh_far_from_log_of_sinh,
     log1pmx_from_difference,
