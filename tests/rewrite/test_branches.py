@@ -123,3 +123,20 @@ def test_inside_a_composite_and_a_loop_body():
     final, _ = sg.scan(step, sg.zeros(2), xs)
     g = sg.function([xs], sg.grad(sg.sum(final), xs))
     np.testing.assert_array_equal(g(np.array([[0.0, 4.0], [-1.0, 1.0]])), [[0.0, 0.25], [0.0, 0.5]])
+
+
+def test_nested_wheres_under_a_wider_mask_settle():
+    """log(c·sinh(log(c·sinh(x)))) with a row constant c and x of unknown extents: the outer
+    `where` (the log of a product) broadcasts and masks the leaves of the inner ones (the far
+    log-sinh).  Rebuilding their conditions too made each inner `where` a new node, masked
+    again without end (found by the fuzzer); conditions carry no gradient and stay as they are."""
+    x = sg.tensor("x", shape=(None, None))
+    c = np.full((3,), 2.5)
+    y = sg.log(c * sg.sinh(sg.log(c * sg.sinh(x))))
+    f = sg.function([x], [y, sg.grad(sg.sum(y), x)])
+    values = np.array([[1.0], [30.0]])
+    got, grad = f(values)
+    with np.errstate(all="ignore"):
+        written, written_grad = sg.function([x], [y, sg.grad(sg.sum(y), x)], recognition=False)(values)
+    np.testing.assert_allclose(got, written, rtol=1e-13)
+    np.testing.assert_allclose(grad, written_grad, rtol=1e-12)

@@ -260,6 +260,8 @@ PIECES = [
     Piece("log(sinh(x) / (c * x))", lambda x, c: sg.log(sg.sinh(x) / (c(2.0) * x))),
     Piece("exp(softplus(x)) - c + sigmoid(x)", lambda x, c: sg.exp(sg.softplus(x)) - c(2.0) + sg.sigmoid(x)),
     Piece("sqrt(sum(x * x) + c)", lambda x, c: sg.sqrt(_sum(x * x) + c(1.0))),
+    Piece("log(x * x + square(c))", lambda x, c: sg.log(x * x + sg.square(c(3.0)))),
+    Piece("log(sqrt(square(x) + square(c)))", lambda x, c: sg.log(sg.sqrt(sg.square(x) + sg.square(c(0.5))))),
     Piece("log(c2 - ndtr(x))", lambda x, c: sg.log(c(1.5) - sg.ndtr(x))),
     Piece("log(cumsum(exp(x)) + c)", lambda x, c: sg.log(sg.cumsum(sg.exp(x), axis=-1) + c(1.0))),
     Piece("sqrt(x * x - c * x)", lambda x, c: sg.sqrt(x * x - c(0.5) * x)),

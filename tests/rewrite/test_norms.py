@@ -159,3 +159,54 @@ def test_every_backend(backend):
     value, slope = sg.function([x], [r, sg.grad(sg.sum(r), x)], backend=backend)(np.array([[3e200, 4e200], [0.0, 0.0]]))
     np.testing.assert_allclose(value, [5e200, 0.0], rtol=4e-16)
     np.testing.assert_allclose(slope, [[0.6, 0.8], [0.0, 0.0]], rtol=4e-16)
+
+
+# -- the log of a modulus: log(sqrt(a² + b²)), log(a² + b²) ----------------------------------------------------
+LOG_RULE = "[log_modulus_from_sum_of_squares]"
+
+
+def _exact_log_modulus(a: float, b: float, power: int) -> tuple[float, float, float]:
+    """log((a² + b²)^(power/2)) and its partials power·a/(a² + b²), power·b/(a² + b²), with 50 digits."""
+    with mpmath.workdps(50):
+        a_, b_ = mpmath.mpf(a), mpmath.mpf(b)
+        s = a_ * a_ + b_ * b_
+        return float(power * mpmath.log(s) / 2), float(power * a_ / s), float(power * b_ / s)
+
+
+@pytest.mark.parametrize(
+    ("spelling", "power"),
+    [
+        (lambda a, b: sg.log(sg.sqrt(a * a + b * b)), 1),
+        (lambda a, b: sg.log((a**2 + b**2) ** 0.5), 1),
+        (lambda a, b: sg.log(sg.square(a) + sg.square(b)), 2),
+    ],
+)
+@pytest.mark.parametrize(("dtype", "big", "small"), [("float64", 1.9e154, 1e-200), ("float32", 2e19, 1e-25)])
+def test_the_log_of_a_modulus_is_finite_and_accurate_past_the_range_of_the_squares(spelling, power, dtype, big, small):
+    a_values = np.array([-big, 3 * big, 3 * small, 3.0, 0.6, -1e-3], dtype=dtype)
+    b_values = np.array([3e-15, 4 * big, 4 * small, 4.0, 0.8, 2.5], dtype=dtype)
+    a, b = sg.tensor("a", (None,), dtype), sg.tensor("b", (None,), dtype)
+    y = spelling(a, b)
+    f = sg.function([a, b], [y, *sg.grad(sg.sum(y), [a, b])])
+    assert LOG_RULE in f.explain()
+    got = f(a_values, b_values)
+    exact = np.array([_exact_log_modulus(float(p), float(q), power) for p, q in zip(a_values, b_values)]).T
+    accurate = [0, 1, 2, 3, 5]  # (at (0.6, 0.8), |z| is 1 within an ulp: the log is as written, below)
+    for g, e in zip(got, exact):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g[accurate], e[accurate].astype(dtype), rtol=4 * np.finfo(dtype).eps, atol=0)
+    np.testing.assert_allclose(got[1][4], exact[1][4], rtol=4 * np.finfo(dtype).eps)  # its gradient, accurate
+    with np.errstate(all="ignore"):
+        written = sg.function([a, b], [y], recognition=False)(a_values, b_values)[0]
+    assert np.isinf(written[:3]).all()  # overflow and underflow as written
+    np.testing.assert_array_equal(got[0][3:], written[3:])  # in range: the written value, bit for bit
+
+
+def test_the_log_of_a_modulus_keeps_the_written_domain_and_its_near_misses():
+    a, b = sg.vector("a"), sg.vector("b")
+    y = sg.log(sg.sqrt(a * a + b * b))
+    values = [np.array([0.0, np.inf, np.nan, -np.inf]), np.array([0.0, 1.0, 1.0, np.inf])]
+    got = sg.function([a, b], y)(*values)
+    assert got[0] == -np.inf and got[1] == np.inf and np.isnan(got[2]) and got[3] == np.inf
+    for near in (sg.log(sg.sqrt(a * a + b * b + 1.0)), sg.log(a * a - b * b), sg.log(sg.sqrt(a * b + b * b))):
+        assert LOG_RULE not in sg.function([a, b], near).explain()

@@ -56,8 +56,8 @@ def _entrywise(v: Variable) -> bool:
 
 
 def _walk(branch: Variable) -> tuple[list[Variable], set[int]]:
-    """The float variables the branch is computed from by entrywise ops (not constants), and the
-    ids of the entrywise nodes' outputs walked through to reach them.
+    """The float variables the branch is computed from by entrywise ops (not constants, not
+    through comparisons), and the ids of the entrywise nodes' outputs walked through to reach them.
 
     The walk follows at most REACH ops: a where deep in a long chain would otherwise walk the
     whole chain (quadratic in graph length); beyond it the frontier is masked instead.
@@ -71,6 +71,10 @@ def _walk(branch: Variable) -> tuple[list[Variable], set[int]]:
         if v.id in seen:
             continue
         seen.add(v.id)
+        if not v.type.is_float():
+            # a nested where's condition: no gradient flows through a comparison, and rebuilding
+            # it would make that where a new node, masked again by the rule without end
+            continue
         if _entrywise(v) and len(seen) <= REACH:
             region.add(v.id)
             stack.extend(v.owner.inputs)  # type: ignore[union-attr]

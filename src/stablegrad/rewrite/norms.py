@@ -15,15 +15,18 @@ sum is cast before its root, which the patterns do not look through.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..graph.basic import Variable
 from ..graph.types import is_floating
-from ..ops.elementwise import Divide, Maximum, Sqrt, abs, sqrt
+from ..ops.elementwise import Divide, Maximum, Sqrt, abs, greater_equal, less_equal, logical_and, sqrt, where
 from ..ops.linalg import Matmul
-from ..ops.math import Power
+from ..ops.math import Log, Power, log
 from ..ops.norms import VectorNorm
 from ..ops.reduction import Sum
+from ..ops.shape import broadcast_arrays, stack
 from .engine import Kind, Phase, rewrite
-from .patterns import constant_value, fits, is_constant, is_count, owner, square_of
+from .patterns import add_terms, constant_value, fits, is_constant, is_count, owner, square_of
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -85,4 +88,40 @@ def norm_from_root_of_sum_of_squares(node):
     return fits(abs(x), node) if x is not None else None
 
 
-RULES = (norm_from_root_of_sum_of_squares,)
+def _norm_of_terms(u: Variable) -> Variable | None:
+    """The norm of (a, b, ...) for u = a² + b² + ..., the terms stacked along a new last axis
+    (each broadcast to the sum's shape); None unless u is a sum of two or more real squares."""
+    roots = [_real(square_of(t)) for t in add_terms(u)]
+    if len(roots) < 2 or any(r is None for r in roots):
+        return None
+    return VectorNorm((u.ndim,))(stack(broadcast_arrays(*roots), axis=-1))
+
+
+@rewrite(_S, _REC, Log)
+def log_modulus_from_sum_of_squares(node):
+    """log(sqrt(a² + b² + ...)) → log(norm(a, b, ...)), the log of a complex modulus or of a
+    distance; log(a² + b² + ...) → 2·log(norm(a, b, ...)) where the written sum leaves the
+    normal range.
+
+    Written, the squares overflow past 1.3e154 (float64; 1.8e19 in float32), so
+    log|z| = 355.2 at re = 1.9e154 is inf, and underflow below 1e-162 to -inf.  The norm is the
+    written root bit for bit where the squares stay in range, so log(sqrt(...)) is too.  A
+    log of the sum itself keeps the written log wherever the sum is a normal number (two
+    logs of the root would round twice), read through a `where` so that it does not match again.
+    """
+    u = node.inputs[0]
+    root = owner(u, Sqrt, Power)
+    inner = _root_operand(root) if root is not None else None
+    if inner is not None:
+        norm = _norm_of_terms(inner)
+        return fits(log(norm), node) if norm is not None else None
+    norm = _norm_of_terms(u)
+    if norm is None:
+        return None
+    info = np.finfo(u.dtype)
+    normal = logical_and(greater_equal(u, np.asarray(info.tiny, u.dtype)), less_equal(u, np.asarray(info.max, u.dtype)))
+    written = log(where(normal, u, np.ones((), u.dtype)))
+    return fits(where(normal, written, 2.0 * log(norm)), node)
+
+
+RULES = (norm_from_root_of_sum_of_squares, log_modulus_from_sum_of_squares)
