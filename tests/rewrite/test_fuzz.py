@@ -182,6 +182,7 @@ PIECES = [
     Piece("exp(log(x) + log(c))", lambda x, c: sg.exp(sg.log(x) + sg.log(c(2.0)))),
     Piece("exp(log(x) - log(x + c))", lambda x, c: sg.exp(sg.log(x) - sg.log(x + c(1.0)))),
     Piece("expm1(x) / x", lambda x, c: sg.expm1(x) / x),
+    Piece("c / (x + c) - c / (x - c)", lambda x, c: c(1.0) / (x + c(1.0)) - c(1.0) / (x - c(1.0))),
     Piece("(exp(c * x) - c2) / (exp(x) - c2)", lambda x, c: (sg.exp(c(2.0) * x) - c(1.0)) / (sg.exp(x) - c(1.0))),
     Piece("x / (exp(x) - c)", lambda x, c: x / (sg.exp(x) - c(1.0))),
     Piece("log(sinh(x) / x)", lambda x, c: sg.log(sg.sinh(x) / x)),

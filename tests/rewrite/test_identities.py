@@ -645,6 +645,17 @@ CASES = [
         (1.0, NAN),
     ),
     Case(
+        "1/(x + 1) - 1/(x - 1)",
+        "quotient_from_difference_of_shifted_reciprocals",
+        lambda x: 1.0 / (x + 1.0) - 1.0 / (x - 1.0),
+        lambda x, k: 1 / (x + 1) - 1 / (x - 1),
+        # (not near x = 0, where the derivative passes through 0: it cancels there, as written)
+        (-1e8, -3.0, -0.5, 0.3, 2.0, 1e8, 1e150),
+        (-1e4, -3.0, -0.5, 0.3, 2.0, 1e4, 1e15),
+        lambda x: 1.0 / (x + 1.0) - 2.0 / (x - 1.0),
+        (0.0, 0.0),
+    ),
+    Case(
         "log(sinh(x) / x)",
         "log_sinhc_from_log_of_quotient",
         lambda x: sg.log(sg.sinh(x) / x),

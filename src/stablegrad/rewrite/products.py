@@ -7,6 +7,7 @@
 - a factor times a `where` with a zero branch is the `where` of the product (PyTensor's
   `local_mul_switch_sink`): the zero does not meet an infinite factor;
 - `exp(log(x))`, `expm1(log1p(x))` and `exp(log1p(x))` are x, x and 1 + x on their domain;
+- a difference of shifted reciprocals `k/(x + a) - k/(x + b)` is one quotient, `k·(b - a)/((x + a)(x + b))`;
 - powers of one positive constant base multiply by adding exponents (PyTensor's
   `local_mul_pow_to_pow_add`) where the written product under- or overflowed.
 
@@ -28,10 +29,12 @@ from ..ops.base import astype
 from ..ops.decompositions import Det, slogdet
 from ..ops.elementwise import (
     Abs,
+    Add,
     Divide,
     Multiply,
     Sqrt,
     Square,
+    Subtract,
     Where,
     abs,
     equal,
@@ -47,7 +50,7 @@ from ..ops.elementwise import (
 )
 from ..ops.math import Cosh, Erfc, Exp, Expm1, Log, Log1p, Power, log, log1p, power
 from .engine import Kind, Phase, rewrite
-from .patterns import LAYOUT, fits, is_constant, owner, provably_positive, square_of
+from .patterns import LAYOUT, constant_value, fits, is_constant, owner, provably_positive, square_of
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -337,8 +340,55 @@ def power_of_sum_from_product_of_powers(node):
     return fits(_in_dtype(where(in_range, written, power(base, exponent)), node), node)
 
 
+def _shifted_reciprocal(t: Variable) -> tuple[float, Variable, float, Variable] | None:
+    """(k, x, c, d) for t = k / d with d = x + c (`x + c`, `c + x`, `x - c`, or x itself, c = 0):
+    k and c constants."""
+    quotient = owner(t, Divide)
+    if quotient is None:
+        return None
+    k, d = constant_value(quotient.inputs[0]), quotient.inputs[1]
+    if k is None or not is_floating(d.dtype):
+        return None
+    total, difference = owner(d, Add), owner(d, Subtract)
+    if total is not None:
+        for x, c in (total.inputs, total.inputs[::-1]):
+            if (shift := constant_value(c)) is not None and constant_value(x) is None:
+                return k, x, shift, d
+    if difference is not None and (shift := constant_value(difference.inputs[1])) is not None:
+        return k, difference.inputs[0], -shift, d
+    return k, d, 0.0, d
+
+
+@rewrite(_S, _REC, Subtract)
+def quotient_from_difference_of_shifted_reciprocals(node):
+    """k/(x + a) - k/(x + b) → k·(b - a) / (x + a) / (x + b) (so `1/(x + 1) - 1/x`), a ≠ b
+    constants whose difference the dtype holds exactly.
+
+    Written, the two quotients agree in all but their last digits once |x| is far above
+    |a - b|, and their difference keeps only those (1/(x + 1) - 1/x at x = 1e8: 7 digits).
+    The quotient of the two written denominators has no difference to cancel, nor has its
+    derivative where |x| is large.  Near x = -(a + b)/2, where the derivative passes through
+    0, it still cancels, as the written one does.  At x = -a or -b both are ±inf, with the
+    written sign.
+    """
+    first, second = (_shifted_reciprocal(t) for t in node.inputs)
+    if first is None or second is None:
+        return None
+    k, x, a, d_a = first
+    k2, x2, b, d_b = second
+    if k != k2 or x is not x2 or a == b or k == 0:
+        return None
+    dtype = node.outputs[0].dtype
+    gap = np.asarray(b, np.float64) - np.asarray(a, np.float64)
+    scale = np.asarray(k * gap, dtype)
+    if float(scale) != k * float(gap) or not np.isfinite(scale):
+        return None  # (k·(b - a) would be rounded: not the written formula's exact constant)
+    return fits(scale / d_a / d_b, node)
+
+
 RULES = (
     sum_of_logs_from_log_of_product,
+    quotient_from_difference_of_shifted_reciprocals,
     sum_of_logs_from_log1p_of_square,
     slogdet_from_log_of_det,
     where_from_product_with_zero_branch,
