@@ -495,9 +495,13 @@ _EXPREL = [1.0 / math.factorial(k + 1) for k in range(18)]
 _SINHC = [1.0 / math.factorial(2 * k + 1) for k in range(1, 13)]
 
 
-def _nan_at_zero(x: Variable) -> Variable:
-    """0, or NaN where x = 0: added, so the written 0/0 stays NaN there (and a NaN x keeps its NaN gradient)."""
-    return where(equal(x, 0), np.full((), np.nan, x.dtype), np.zeros((), x.dtype))
+def _nan_at(x: Variable, *points: float) -> Variable:
+    """0, or NaN where x is one of `points`: added, so a written 0/0 (or inf/inf) stays NaN there
+    (and a NaN x keeps its NaN gradient)."""
+    at = equal(x, points[0])
+    for point in points[1:]:
+        at = logical_or(at, equal(x, point))
+    return where(at, np.full((), np.nan, x.dtype), np.zeros((), x.dtype))
 
 
 def _float(x: Variable) -> bool:
@@ -527,12 +531,12 @@ def exprel_from_quotient(node):
         # 0/0 where it is not selected, and a denominator this rule does not match again
         safe = where(small, np.ones((), x.dtype), x)
         if not inverted:
-            return fits(where(small, series, numerator / safe) + _nan_at_zero(x), node)
+            return fits(where(small, series, numerator / safe) + _nan_at(x, 0), node)
         # x/expm1(x) past x = 40 is x·exp(-x) to 2⁻⁵⁷: written, its derivative's path through
         # expm1 underflows ((g/expm1)·x/expm1 ≈ 1e-606 at x = 700) where the answer is (1 - x)·e⁻ˣ
         far = greater(x, 40.0)
         tail = where(far, x * exp(negate(x)), safe / numerator)
-        return fits(where(small, 1.0 / series, tail) + _nan_at_zero(x), node)
+        return fits(where(small, 1.0 / series, tail) + _nan_at(x, 0), node)
     return None
 
 
@@ -566,11 +570,8 @@ def exp_plus_one_from_ratio_of_expm1(node):
         x = once.inputs[0]
         if not _doubled(twice.inputs[0], x):
             continue
-        undefined = where(
-            logical_or(equal(x, 0), equal(x, np.inf)), np.full((), np.nan, x.dtype), np.zeros((), x.dtype)
-        )
         ratio = stable.sigmoid(negate(x)) if inverted else exp(x) + 1.0
-        return fits(ratio + undefined, node)
+        return fits(ratio + _nan_at(x, 0, np.inf), node)
     return None
 
 
@@ -601,7 +602,7 @@ def log_sinhc_from_log_of_quotient(node):
     # the written log where 2 <= |x| <= 20, of 1 elsewhere (no 0/0 or overflow where not selected,
     # and a log of a where, which this rule does not match again)
     written = log(where(inside, quotient.outputs[0], np.ones((), x.dtype)))
-    return fits(where(small, near, where(inside, written, far)) + _nan_at_zero(x), node)
+    return fits(where(small, near, where(inside, written, far)) + _nan_at(x, 0), node)
 
 
 @rewrite(_S, _REC, Log)

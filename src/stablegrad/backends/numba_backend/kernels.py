@@ -217,7 +217,7 @@ def _row_max64(row):
     nans = 0.0
     for j in range(row.shape[0]):
         v = np.float64(row[j])
-        bits = np.float64(v).view(np.int64)
+        bits = v.view(np.int64)
         key = bits ^ ((bits >> 63) & _SIGN_OFF_64)
         top = key if key > top else top
         nans += 0.0 if v == v else 1.0
