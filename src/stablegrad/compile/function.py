@@ -191,11 +191,10 @@ def _explain_text(log: ChangeLog, file) -> str:
     shown = [c for c in log.changes if c.kind not in (Kind.INLINING, Kind.GUARD)]
     # (a formula and its gradient are rewritten alike: each rewrite is listed once)
     lines = list(dict.fromkeys(str(c) for c in shown))
-    # guards change no value and fire on the wheres of pullbacks too: one line per source line
-    guarded = Counter((c.location, c.rule) for c in log.changes if c.kind is Kind.GUARD)
+    # guards change no value and fire on the nodes of pullbacks too: one line per source line
+    guarded = Counter((c.location, c.rule, c.note) for c in log.changes if c.kind is Kind.GUARD)
     lines += [
-        f"{format_location(location)}  {count} where(s): gradients masked outside the selected branch   [{rule}]"
-        for (location, rule), count in guarded.items()
+        f"{format_location(location)}  {count} {note}   [{rule}]" for (location, rule, note), count in guarded.items()
     ]
     lines = lines or ["no rewrites changed the formulas as written"]
     text = "\n".join(lines) + "\n"

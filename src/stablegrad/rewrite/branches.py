@@ -26,7 +26,7 @@ from .patterns import is_entrywise
 REACH = 64
 
 
-@rewrite(Phase.STABILIZE, Kind.GUARD, Where)
+@rewrite(Phase.STABILIZE, Kind.GUARD, Where, note="where(s): gradients masked outside the selected branch")
 def masked_gradients_of_unselected_branches(node):
     """where(c, f(x), g(y)) → where(c, f(masked_gradient(x, c)), g(masked_gradient(y, c, kept=False))).
 

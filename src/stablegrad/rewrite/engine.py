@@ -48,6 +48,8 @@ MAX_CHAIN = 64
 class Phase(enum.Enum):
     CANONICALIZE = "canonicalize"
     STABILIZE = "stabilize"
+    #: value-preserving rewrites of how a gradient is taken, run only before differentiating
+    GRADIENT = "gradient"
     SPECIALIZE = "specialize"
 
 
@@ -67,17 +69,19 @@ class Rewrite:
     kind: Kind
     #: op classes the rewrite can fire on (its root); empty means every op
     roots: tuple[type, ...] = ()
+    #: for a guard, what `explain` says it did to each node it fired on ("where(s): ...")
+    note: str = ""
 
     @property
     def name(self) -> str:
         return self.fn.__name__
 
 
-def rewrite(phase: Phase, kind: Kind, *roots: type):
+def rewrite(phase: Phase, kind: Kind, *roots: type, note: str = ""):
     """Decorator: turn `fn(node)` into a `Rewrite` that fires on nodes of the `roots` op classes."""
 
     def wrap(fn) -> Rewrite:
-        return Rewrite(fn, phase, kind, roots)
+        return Rewrite(fn, phase, kind, roots, note)
 
     return wrap
 
@@ -107,6 +111,7 @@ class Change:
     location: tuple[str, int] | None
     replaced: Variable
     replacements: Sequence[Variable]
+    note: str = ""
 
     @property
     def before(self) -> str:
@@ -125,7 +130,7 @@ class ChangeLog:
     changes: list[Change] = field(default_factory=list)
 
     def record(self, rule: Rewrite, node: Apply, replacements: Sequence[Variable]) -> None:
-        self.changes.append(Change(rule.name, rule.kind, node.location, node.outputs[0], list(replacements)))
+        self.changes.append(Change(rule.name, rule.kind, node.location, node.outputs[0], list(replacements), rule.note))
 
     def __len__(self) -> int:
         return len(self.changes)

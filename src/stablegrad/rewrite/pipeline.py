@@ -1,6 +1,6 @@
 """The rewrite pipeline, in order.  This module is the one place that says what runs when.
 
-    canonicalize → stabilize (recognition) → specialize (late inlining)
+    canonicalize → stabilize (recognition) → gradient (only before differentiating) → specialize (late inlining)
 
 Each phase is one linear bottom-up pass (`engine.Rebuilder`) that also merges
 duplicate subgraphs and folds constants.  `recognise` is the value-preserving
@@ -28,6 +28,7 @@ from . import (
     norms,
     probability,
     products,
+    quotients,
     scaled,
     specialize,
     stabilize,
@@ -101,6 +102,8 @@ PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
         + branches.RULES
         + BODY_RULES,
     ),
+    # only `recognise` runs it: these rules would hide a quotient from a value's recognition
+    (Phase.GRADIENT, quotients.RULES),
     (Phase.SPECIALIZE, specialize.RULES),
 )
 
@@ -167,5 +170,6 @@ def optimize(
 def recognise(
     outputs: Sequence[Variable], keep: Iterable[Variable] = (), log: ChangeLog | None = None
 ) -> list[Variable]:
-    """Canonicalize and stabilize only: naive formulas become stable primitives, composites stay."""
-    return run_phases(outputs, [Phase.CANONICALIZE, Phase.STABILIZE], keep, log)
+    """Canonicalize, stabilize and the gradient guards: naive formulas become stable
+    primitives, composites stay, and what will be differentiated is prepared for it."""
+    return run_phases(outputs, [Phase.CANONICALIZE, Phase.STABILIZE, Phase.GRADIENT], keep, log)
