@@ -119,6 +119,12 @@ PIECES = [
     Piece("(x - c) / (x + c)", lambda x, c: (x - c(0.5)) / (x + c(0.5))),
     Piece("x / (c - x)", lambda x, c: x / (c(1.0) - x)),
     Piece("(c + x*x) / (2c + x*x)", lambda x, c: (c(1.0) + x * x) / (c(2.0) + x * x)),
+    Piece("sinh(x) / x", lambda x, c: sg.sinh(x) / x),
+    Piece("sin(x) / x", lambda x, c: sg.sin(x) / x),
+    Piece("c - c * cos(x)", lambda x, c: c(1.0) - c(1.0) * sg.cos(x)),
+    # quotients by exp and cosh
+    Piece("c / exp(x)", lambda x, c: c(0.5) / sg.exp(x)),
+    Piece("c / (exp(x) + exp(-x))", lambda x, c: c(2.0) / (sg.exp(x) + sg.exp(-x))),
     Piece("log(exp(x))", lambda x, c: sg.log(sg.exp(x))),
     Piece("logsumexp(log(c) + x)", lambda x, c: sg.logsumexp(sg.log(c(0.5)) + x, axis=-1, keepdims=True)),
     Piece("log(mean(exp(x)))", lambda x, c: sg.log(sg.mean(sg.exp(x), axis=-1, keepdims=True))),

@@ -645,6 +645,60 @@ CASES = [
         (1.0, NAN),
     ),
     Case(
+        "1 - cos(x)",
+        "sine_squared_from_one_minus_cos",
+        lambda x: 1.0 - sg.cos(x),
+        lambda x, k: 1 - mp.cos(x),
+        (-1e5, -3.0, -1e-8, 0.0, 1e-20, 0.5, 2.0, 30.0),
+        (-1e3, -3.0, -1e-4, 0.0, 1e-20, 0.5, 2.0, 30.0),
+        lambda x: 1.0 - 0.5 * sg.cos(x),
+        (NAN, NAN),  # (cos(±inf) is NaN)
+        huge=1e5,
+    ),
+    Case(
+        "0.5 / exp(2x)",
+        "product_from_quotient_by_exp",
+        lambda x: 0.5 / sg.exp(2.0 * x),
+        lambda x, k: 0.5 / mp.exp(2 * x),
+        # (past 355 exp(2x) overflows, where the answer is a number down to 372)
+        (-300.0, -1.0, -1e-8, 0.0, 1e-20, 1.0, 20.0, 360.0, 370.0),
+        (-40.0, -1.0, 0.0, 1e-4, 3.0, 44.0, 50.0),
+        lambda x: 0.5 / (sg.exp(2.0 * x) + 1.0),
+        (INF, 0.0),
+    ),
+    Case(
+        "2 / (exp(x) + exp(-x))",
+        "sech_from_quotient_by_cosh",
+        lambda x: 2.0 / (sg.exp(x) + sg.exp(-x)),
+        lambda x, k: 2 / (mp.exp(x) + mp.exp(-x)),
+        (-740.0, -1.0, -1e-8, 0.0, 1e-20, 0.5, 20.0, 720.0),
+        (-100.0, -1.0, 0.0, 1e-4, 3.0, 17.0, 95.0),
+        lambda x: 2.0 / (sg.exp(x) + sg.exp(-2.0 * x)),
+        (0.0, 0.0),
+    ),
+    Case(
+        "sinh(x) / x",
+        "series_quotient_gradient",
+        lambda x: sg.sinh(x) / x,
+        lambda x, k: mp.nan if x == 0 else mp.sinh(x) / x,
+        (-700.0, -1.0, -1e-8, 1e-300, 0.5, 1.9, 2.1, 20.0, 700.0),
+        (-80.0, -1.0, -1e-4, 1e-30, 0.5, 1.9, 2.1, 17.0, 80.0),
+        lambda x: sg.sinh(x) / (x + 1.0),
+        (NAN, NAN),  # (inf/inf, as written)
+        huge=700.0,  # (beyond, sinh overflows and cosh(x)/x - sinh(x)/x² is inf - inf, as written)
+    ),
+    Case(
+        "sin(x) / x",
+        "series_quotient_gradient",
+        lambda x: sg.sin(x) / x,
+        lambda x, k: mp.nan if x == 0 else mp.sin(x) / x,
+        (-1e5, -3.0, -1e-8, 1e-300, 0.5, 1.9, 2.1, 30.0),
+        (-1e3, -3.0, -1e-4, 1e-30, 0.5, 1.9, 2.1, 30.0),
+        lambda x: sg.sin(x) / (x + 1.0),
+        (NAN, NAN),  # (sin(±inf) is NaN)
+        huge=1e5,
+    ),
+    Case(
         "1/(x + 1) - 1/(x - 1)",
         "quotient_from_difference_of_shifted_reciprocals",
         lambda x: 1.0 / (x + 1.0) - 1.0 / (x - 1.0),

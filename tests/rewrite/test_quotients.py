@@ -1,5 +1,5 @@
 """Quotients of affine forms in shared terms: the value as written, the gradient without the
-quotient rule's cancellation (rewrite/quotients.py, ops/affine_quotient.py)."""
+quotient rule's cancellation (rewrite/quotients.py, ops/quotients.py)."""
 
 import mpmath as mp
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 
 import stablegrad as sg
 from stablegrad.graph.basic import toposort
-from stablegrad.ops.affine_quotient import AffineQuotient
+from stablegrad.ops.quotients import AffineQuotient
 from stablegrad.rewrite.pipeline import optimize, recognise
 
 RULE = "affine_quotient_gradient"

@@ -4,10 +4,12 @@ root-difference benchmarks):
 
 - the log of the atanh ratio: `log((1 + x) / (1 - x))` is `log1p(x) - log1p(-x)`;
 - opposite exponentials: `c·exp(x) ∓ c·exp(-x)` is `2c·sinh(x)` / `2c·cosh(x)` (also among the
-  terms of a longer sum), `c·cosh(x) - c` is `2c·sinh(x/2)²`, sinh/cosh is `tanh`, so is
+  terms of a longer sum), `c·cosh(x) - c` is `2c·sinh(x/2)²` (and `c - c·cos(x)` is
+  `2c·sin(x/2)²`), sinh/cosh is `tanh`, so is
   `2·sigmoid(2x) - 1`, and the logs of `2·sinh(x)` and `2·cosh(x)` are `logdiffexp(x, -x)`
   and `log(2) + log_cosh(x)`;
 - the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`;
+- quotients by exp and cosh: `a / exp(x)` is `a·exp(-x)`, `a / (c·cosh(x))` is `a·sech(x)/c`;
 - a difference of square roots: `√(x + c) - √x` is `c / (√(x + c) + √x)`;
 - a power near one: `(1 + t)**a - 1` is `expm1(a·log1p(t))` where |a·log1p(t)| < 1;
 - logs of shifted arguments: `log(x + c) - log(x)` is `log1p(c/x)`, and the difference of
@@ -58,6 +60,7 @@ from ..ops.elementwise import (
     where,
 )
 from ..ops.math import (
+    Cos,
     Cosh,
     Exp,
     Expm1,
@@ -74,6 +77,7 @@ from ..ops.math import (
     expm1,
     log,
     log1p,
+    sin,
     sinh,
     tan,
     tanh,
@@ -256,15 +260,31 @@ def sinh_squared_from_cosh_minus_one(node):
     and so does its derivative's partner in the sum. Fires only where the constant is the
     cosh's own factor.
     """
+    return _squared_half_angle(node, Cosh, sinh, 1.0)
+
+
+@rewrite(_S, _REC, Subtract, Add)
+def sine_squared_from_one_minus_cos(node):
+    """c - c·cos(x) → 2c·sin(x/2)² (and c·cos(x) - c → -2c·sin(x/2)²), the twin of the rule above.
+
+    Written, 1 - cos(x) is 0 below |x| ≈ 1e-8, where the answer is x²/2, and loses digits up
+    to |x| ≈ 1; its derivative's partner in the sum likewise. NaN as written: cos(±inf) and
+    sin(±inf) are NaN. Fires only where the constant is the cos's own factor.
+    """
+    return _squared_half_angle(node, Cos, sin, -1.0)
+
+
+def _squared_half_angle(node, op_class: type, half_of, sign: float) -> Variable | None:
+    """sign·2c·f(x/2)² for the two-term sum c·g(x) - c, g of `op_class` (cosh or cos), f = half_of."""
     terms = _terms(node.outputs[0])
     if terms is None or len(terms) != 2:
         return None
     for (s1, t1), (s2, t2) in (terms, terms[::-1]):
-        scaled = _scaled_call(t1, Cosh)
+        scaled = _scaled_call(t1, op_class)
         k = constant_value(t2)
         if scaled is not None and k is not None and scaled[0] != 0 and s1 * scaled[0] == -s2 * k:
-            c = s1 * scaled[0]
-            half = sinh(scaled[1] / 2.0)
+            c = sign * s1 * scaled[0]
+            half = half_of(scaled[1] / 2.0)
             return fits((2.0 * c) * (half * half), node)
     return None
 
@@ -811,6 +831,56 @@ def conjugate_from_difference_of_roots(node):
     return None
 
 
+# -- quotients by exp and cosh ----------------------------------------------------------------------------
+@rewrite(_S, _REC, Divide, Reciprocal)
+def product_from_quotient_by_exp(node):
+    """a / exp(x) → a·exp(-x) (and 1/exp(x) → exp(-x)); `exp(b) / exp(x)` is exp_of_sum's.
+
+    Written, exp(x) overflows past x ≈ 709 where exp(-x) is still a number down to 1e-308 (and
+    a subnormal to 745), and the quotient rule's derivative, -(a/exp(x))/exp(x)·exp(x), is
+    0 · inf = NaN there; below x ≈ -708, 1/exp(x) is the reciprocal of a subnormal, with its
+    few digits. Everywhere else both round twice. NaN as written: inf/inf (a = inf past 745)
+    is inf·0.
+    """
+    if isinstance(node.op, Reciprocal):
+        a, divisor = None, node.inputs[0]
+    else:
+        a, divisor = node.inputs
+        if _exp_argument(a) is not None:
+            return None
+    x = _exp_argument(divisor)
+    if x is None or not _float(x):
+        return None
+    e = exp(negate(x))
+    k = 1.0 if a is None else constant_value(a)
+    if k is not None and (a is None or a.ndim == 0):
+        return fits(_scaled(k, e), node)
+    return fits(a * e, node)
+
+
+@rewrite(_S, _REC, Divide)
+def sech_from_quotient_by_cosh(node):
+    """a / (c·cosh(x)) → a·sech(x)/c, so `2/(exp(x) + exp(-x))` → sech(x).
+
+    Written, cosh overflows past |x| ≈ 710, where sech is a number down to 745, and the
+    derivative by the chain rule is (-g·q/cosh)·sinh = 0 · inf = NaN there; sech's own is
+    -tanh·sech. `sinh(x)/cosh(x)` is tanh_from_quotient's.
+    """
+    bottom = _scaled_call(node.inputs[1], Cosh)
+    if bottom is None or bottom[0] == 0 or not _float(bottom[1]):
+        return None
+    c, x = bottom
+    a = node.inputs[0]
+    k = constant_value(a)
+    if k is not None and a.ndim == 0:
+        return fits(_scaled(k / c, stable.sech(x)), node)
+    return fits(a * _scaled(1.0 / c, stable.sech(x)), node)
+
+
+def _scaled(k: float, v: Variable) -> Variable:
+    return v if k == 1.0 else k * v
+
+
 # -- two-term softmax ---------------------------------------------------------------------------------
 @rewrite(_S, _REC, Divide)
 def sigmoid_from_two_term_softmax(node):
@@ -839,7 +909,10 @@ RULES = (
     tanh_from_shifted_sigmoid,
     log_of_twice_hyperbolic,
     sigmoid_from_two_term_softmax,
+    product_from_quotient_by_exp,
+    sech_from_quotient_by_cosh,
     sinh_squared_from_cosh_minus_one,
+    sine_squared_from_one_minus_cos,
     conjugate_from_difference_of_roots,
     expm1_from_power_near_one,
     log1p_from_difference_of_shifted_logs,

@@ -6,6 +6,7 @@ from .logcosh import LogCosh, log_cosh
 from .logerfc import LogErfc, log_erfc
 from .logndtr import LogNdtr, log_ndtr
 from .logsumexp import LogCumSumExp, LogMeanExp, LogSumExp, logcumsumexp, logmeanexp, logsumexp
+from .sech import Sech, sech
 from .sigmoid_difference import LogSigmoidDifference, log_sigmoid_difference
 from .softmax import LogSoftmax, Softmax, SoftmaxCrossEntropy, log_softmax, softmax, softmax_cross_entropy
 from .softplus import (
@@ -38,6 +39,7 @@ __all__ = [
     "LogNdtr",
     "LogSigmoidDifference",
     "Logit",
+    "Sech",
     "Sigmoid",
     "Softmax",
     "SoftmaxCrossEntropy",
@@ -62,6 +64,7 @@ __all__ = [
     "logit",
     "logmeanexp",
     "logsumexp",
+    "sech",
     "sigmoid",
     "softmax",
     "softmax_cross_entropy",

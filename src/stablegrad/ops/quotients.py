@@ -1,6 +1,6 @@
-"""`a / c` for two affine forms in shared terms, differentiated without the quotient rule's cancellation.
+"""Quotients whose value is computed as written and whose gradient is not the quotient rule's.
 
-The quotient rule takes ∂(a/c)/∂u as a'/c - (a/c)·c'/c.  Where a and c share a term u,
+`AffineQuotient`: `a / c` for two affine forms in shared terms.  The quotient rule takes ∂(a/c)/∂u as a'/c - (a/c)·c'/c.  Where a and c share a term u,
 both parts reach u and are summed there, and the sum cancels wherever a/c nears a'/c':
 the gradient of (x - y)/(x + y) with respect to x is (1 - q)/(x + y), which keeps no digit
 of -2y/(x + y)² once y is below x·eps.  Written as affine forms a = Σ αᵢuᵢ + α₀ and
@@ -12,17 +12,25 @@ in which uⱼ itself has cancelled symbolically: for (x - y)/(x + y) it is 2y, n
 (x + y) - (x - y).  `AffineQuotient` is the written a/c (its value is that division, bit
 for bit) whose pullback sends each term uⱼ that cotangent, g/c · N_j/c (never c², which
 would overflow first), and nothing through a and c themselves.
+
+`OverArgument`: sin(x)/x and sinh(x)/x.  The quotient rule's derivative, f'(x)/x - q/x, is
+two terms of about 1/x that cancel to about x/3: every digit is gone below |x| ≈ 1e-8.
+Its pullback takes the derivative's Taylor series there instead.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, final
 
-from ..graph.basic import Variable
+import numpy as np
+
+from ..graph.basic import READS_INPUTS, Variable
 from .base import zero_grad
 from .composite import SymbolicOp
-from .elementwise import isfinite, where
+from .elementwise import abs, equal, isfinite, less, where
+from .math import cos, cosh, sin, sinh
 
 
 @final
@@ -73,3 +81,52 @@ class AffineQuotient(SymbolicOp):
 def affine_quotient(a, c, terms, numerator, denominator) -> Variable:
     """a / c with the pullback of `AffineQuotient` (a and c affine in `terms`, coefficients given)."""
     return AffineQuotient(tuple(map(float, numerator)), tuple(map(float, denominator)))(a, c, *terms)
+
+
+#: d/dx (sinh(x)/x) = x·Σ 2k·x^(2k-2)/(2k+1)!, k ≥ 1; 14 terms for x² < 4 (the 15th: 30·4¹⁴/31! of the first)
+_SINH_SERIES = [2 * k / math.factorial(2 * k + 1) for k in range(1, 15)]
+#: d/dx (sin(x)/x): the same with alternating signs
+_SIN_SERIES = [(-1) ** k * c for k, c in enumerate(_SINH_SERIES, start=1)]
+#: below this |x| the series: at 2 the written derivative loses no more than a bit
+SERIES_BELOW = 2.0
+
+
+@final
+@dataclass(frozen=True)
+class OverArgument(SymbolicOp):
+    """f(x)/x for f = sin or sinh, as written (NaN at x = 0), with the derivative by its series near 0.
+
+    Pullback (reads the operand): `g · x·Σ ±2k·x^(2k-2)/(2k+1)!` for |x| < 2, `g·(f'(x) - f(x)/x)/x`
+    beyond (where that keeps its digits), NaN at 0 as the written quotient's.
+    """
+
+    function: str  # "sin" or "sinh"
+
+    public_name: ClassVar[str] = "over_argument"
+
+    reads = READS_INPUTS
+
+    def _f(self, x):
+        return sin(x) if self.function == "sin" else sinh(x)
+
+    def build(self, x):
+        return self._f(x) / x
+
+    def pullback(self, inputs, outputs, grads):
+        (x,), (g,) = inputs, grads
+        small = less(abs(x), SERIES_BELOW)
+        t = x * x
+        series = _SIN_SERIES if self.function == "sin" else _SINH_SERIES
+        total = series[-1] * t + series[-2]
+        for c in reversed(series[:-2]):
+            total = total * t + c
+        far = where(small, SERIES_BELOW, x)  # no 0/0 where the series is taken
+        slope = cos(far) if self.function == "sin" else cosh(far)
+        written = (slope - self._f(far) / far) / far
+        nan_at_zero = where(equal(x, 0), np.full((), np.nan, x.dtype), np.zeros((), x.dtype))
+        return [g * (where(small, x * total, written) + nan_at_zero)]
+
+
+def over_argument(x: Variable, function: str) -> Variable:
+    """sin(x)/x or sinh(x)/x, as written, with an accurate derivative near 0 (`OverArgument`)."""
+    return OverArgument(function)(x)
