@@ -122,6 +122,10 @@ PIECES = [
     Piece("sinh(x) / x", lambda x, c: sg.sinh(x) / x),
     Piece("sin(x) / x", lambda x, c: sg.sin(x) / x),
     Piece("c - c * cos(x)", lambda x, c: c(1.0) - c(1.0) * sg.cos(x)),
+    Piece("log(tanh(x))", lambda x, c: sg.log(sg.tanh(x))),
+    Piece("c / x - c / tan(x)", lambda x, c: c(1.0) / x - c(1.0) / sg.tan(x)),
+    Piece("sigmoid(x) ** c", lambda x, c: sg.sigmoid(x) ** c(2.5)),
+    Piece("log(cosh(x) / sinh(x))", lambda x, c: sg.log(sg.cosh(x) / sg.sinh(x))),
     # quotients by exp and cosh
     Piece("c / exp(x)", lambda x, c: c(0.5) / sg.exp(x)),
     Piece("c / (exp(x) + exp(-x))", lambda x, c: c(2.0) / (sg.exp(x) + sg.exp(-x))),

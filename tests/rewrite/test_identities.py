@@ -645,6 +645,49 @@ CASES = [
         (1.0, NAN),
     ),
     Case(
+        "sigmoid(s)**c",
+        "exp_of_log_sigmoid_from_power_of_sigmoid",
+        lambda s, c: sg.sigmoid(s) ** c,
+        lambda s, c, k: _sigmoid(s) ** c,
+        # (σ(40)**1e20 is 1 as written, exp(-4.2e2) exactly; σ(s)**(s - 1), which the scan test takes
+        # of the first column, stays finite; underflowing powers: test_powers_of_sigmoids_that_underflow)
+        ((0.0, 2.0), (-20.0, 10.0), (40.0, 1e20), (-3.0, -2.0), (1.0, 0.0), (5.0, 1e-8), (-2.0, 10.0)),
+        ((0.0, 2.0), (-5.0, 3.0), (20.0, 1e12), (-3.0, -2.0), (1.0, 0.0), (5.0, 1e-4), (-2.0, 2.0)),
+        lambda s, c: (sg.sigmoid(s) + 1.0) ** c,
+        arity=2,
+    ),
+    Case(
+        "1/x - 1/tan(x)",
+        "cot_difference_by_series",
+        lambda x: 1.0 / x - 1.0 / sg.tan(x),
+        lambda x, k: mp.nan if x == 0 else 1 / x - 1 / mp.tan(x),
+        (-3.0, -0.999, -1e-8, 1e-300, 1e-20, 0.5, 1.0, 2.0, 30.0),
+        (-3.0, -0.999, -1e-4, 1e-30, 1e-20, 0.5, 1.0, 2.0, 30.0),
+        lambda x: 1.0 / x - 1.0 / sg.tan(2.0 * x),
+        (NAN, NAN),  # (tan(±inf) is NaN)
+        huge=1e5,
+    ),
+    Case(
+        "log(tanh(x))",
+        "log_tanh_from_log_of_hyperbolic_ratio",
+        lambda x: sg.log(sg.tanh(x)),
+        lambda x, k: _log(mp.tanh(x)),
+        (1e-300, 1e-10, 0.5, 3.0, 20.0, 300.0, 700.0),
+        (1e-30, 1e-5, 0.5, 3.0, 9.0, 40.0, 80.0),
+        lambda x: sg.log(sg.tanh(x) + 2.0),
+        (NAN, 0.0),
+    ),
+    Case(
+        "log((exp(x) + exp(-x)) / (exp(x) - exp(-x)))",
+        "log_tanh_from_log_of_hyperbolic_ratio",
+        lambda x: sg.log((sg.exp(x) + sg.exp(-x)) / (sg.exp(x) - sg.exp(-x))),
+        lambda x, k: -_log(mp.tanh(x)),
+        (1e-300, 1e-10, 0.5, 3.0, 20.0, 300.0, 700.0),
+        (1e-30, 1e-5, 0.5, 3.0, 9.0, 40.0, 80.0),
+        lambda x: sg.log(sg.cosh(x) / sg.sinh(2.0 * x)),
+        (NAN, 0.0),
+    ),
+    Case(
         "1 - cos(x)",
         "sine_squared_from_one_minus_cos",
         lambda x: 1.0 - sg.cos(x),
@@ -1032,6 +1075,26 @@ def test_log_of_abs_sinh_far_out():
     with np.errstate(all="ignore"):
         written = sg.function([x], y, recognition=False)(points)
     assert np.isinf(written[0]) and np.isinf(written[-1])
+
+
+def test_powers_of_sigmoids_that_underflow():
+    """σ(-800)**0.5 is e^-400 (σ(-800) itself underflows), σ(-30)**25 is e^-750 (the power does),
+    σ(-40)**0.01 keeps the written power: exp(c·log σ) would err by |c·log σ| ulps there too, but
+    the written one is a normal number."""
+    s, c = sg.vector("s"), sg.vector("c")
+    y = sg.sigmoid(s) ** c
+    points = [(-800.0, 0.5), (-30.0, 25.0), (-40.0, 0.01), (-700.0, 1.0)]
+    args = [np.array(column) for column in zip(*points)]
+    value, gs, gc = sg.function([s, c], [y, *sg.grad(sg.sum(y), [s, c])])(*args)
+    with mp.workdps(60):
+        exact = [mp.exp(pc * -mp.log1p(mp.exp(-mp.mpf(ps)))) for ps, pc in points]
+        exact_gs = [float(e * pc / (1 + mp.exp(mp.mpf(ps)))) for e, (ps, pc) in zip(exact, points)]
+    np.testing.assert_allclose(value, [float(e) for e in exact], rtol=1e-13)
+    np.testing.assert_allclose(gs, exact_gs, rtol=1e-13)
+    assert np.isfinite(gc).all()
+    with np.errstate(all="ignore"):
+        written = sg.function([s, c], y, recognition=False)(*args)
+    assert written[0] == 0.0 and written[1] == 0.0
 
 
 def test_one_is_not_the_only_constant_near_one():

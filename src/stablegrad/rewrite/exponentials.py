@@ -7,8 +7,9 @@ root-difference benchmarks):
   terms of a longer sum), `c·cosh(x) - c` is `2c·sinh(x/2)²` (and `c - c·cos(x)` is
   `2c·sin(x/2)²`), sinh/cosh is `tanh`, so is
   `2·sigmoid(2x) - 1`, and the logs of `2·sinh(x)` and `2·cosh(x)` are `logdiffexp(x, -x)`
-  and `log(2) + log_cosh(x)`;
-- the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`;
+  and `log(2) + log_cosh(x)`, those of tanh(x) and coth(x) `±(log1mexp(-2x) - softplus(-2x))`;
+- the two-term softmax: `exp(a) / (exp(a) + exp(b))` is `sigmoid(a - b)`, and `sigmoid(s)**c` is
+  `exp(c·log_sigmoid(s))` (so products of such powers meet as exp_of_sum);
 - quotients by exp and cosh: `a / exp(x)` is `a·exp(-x)`, `a / (c·cosh(x))` is `a·sech(x)/c`;
 - a difference of square roots: `√(x + c) - √x` is `c / (√(x + c) + √x)`;
 - a power near one: `(1 + t)**a - 1` is `expm1(a·log1p(t))` where |a·log1p(t)| < 1;
@@ -16,7 +17,7 @@ root-difference benchmarks):
   entropy-like terms `(x + c)·log(x + c) - x·log(x)` is `c·log(x + c) + x·log1p(c/x)`, both where
   x > |c| (elsewhere the written difference is accurate, or -inf/NaN as written);
 - a difference of squares: `expm1(2x)/expm1(x)` is `exp(x) + 1` (and its inverse `sigmoid(-x)`);
-- near-0 quotients by series: `expm1(x)/x` (SciPy's exprel) and `x/expm1(x)`, and
+- near-0 quotients by series: `expm1(x)/x` (SciPy's exprel) and `x/expm1(x)`, `1/x - 1/tan(x)`, and
   `log(sinh(x)/x)`, by their Taylor series for |x| below 1 (2), whose derivatives do not cancel
   as the quotient rule's do; `log(sinh(x))` past x = 20 as x - log 2 + log1p(-exp(-2x));
   `log1p(x) - x` by the atanh series for -0.5 < x < 1;
@@ -32,6 +33,7 @@ them (a replacement is rewritten again).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -50,6 +52,7 @@ from ..ops.elementwise import (
     divide,
     equal,
     greater,
+    greater_equal,
     isfinite,
     less,
     less_equal,
@@ -69,6 +72,7 @@ from ..ops.math import (
     Power,
     Sinh,
     Tan,
+    Tanh,
     arccosh,
     arcsinh,
     cos,
@@ -357,6 +361,47 @@ def log_of_twice_hyperbolic(node):
     return None
 
 
+@rewrite(_S, _REC, Log)
+def log_tanh_from_log_of_hyperbolic_ratio(node):
+    """log(tanh(x)) → log1mexp(-2x) - softplus(-2x); log(coth(x)), written `cosh(x)/sinh(x)` (so
+    `log((exp(x) + exp(-x))/(exp(x) - exp(-x)))`) or `1/tanh(x)`, → softplus(-2x) - log1mexp(-2x).
+
+    Written, tanh(x) rounds to 1 past x ≈ 19 and its log to 0, where the answer is -2e^(-2x)
+    down to 1e-308 (x ≈ 355), and the ratio of exponentials is inf/inf past 710. Both terms of
+    the replacement have one sign, so nothing cancels; its derivative is ±2/sinh(2x). NaN as
+    written for x < 0 (log1mexp of a positive number), -inf (+inf) at 0.
+    """
+    found = _tanh_or_coth(node.inputs[0])
+    if found is None:
+        return None
+    x, sign = found
+    doubled = -2.0 * x
+    log_tanh = stable.log1mexp(doubled) - stable.softplus(doubled)
+    return fits(log_tanh if sign > 0 else negate(log_tanh), node)
+
+
+def _tanh_or_coth(v: Variable) -> tuple[Variable, int] | None:
+    """(x, 1) for v = tanh(x); (x, -1) for v = c·cosh(x)/(c·sinh(x)), 1/tanh(x) or reciprocal(tanh(x))."""
+    t = owner(v, Tanh)
+    if t is not None and _float(t.inputs[0]):
+        return t.inputs[0], 1
+    inverse = owner(v, Reciprocal)
+    if inverse is not None:
+        t = owner(inverse.inputs[0], Tanh)
+        return (t.inputs[0], -1) if t is not None and _float(t.inputs[0]) else None
+    quotient = owner(v, Divide)
+    if quotient is None:
+        return None
+    top, bottom = quotient.inputs
+    t = owner(bottom, Tanh)
+    if t is not None and is_constant(top, 1.0) and _float(t.inputs[0]):
+        return t.inputs[0], -1
+    c, s = _scaled_call(top, Cosh), _scaled_call(bottom, Sinh)
+    if c is not None and s is not None and c[1] is s[1] and c[0] == s[0] != 0 and _float(c[1]):
+        return c[1], -1
+    return None
+
+
 # -- a power near one -----------------------------------------------------------------------------------
 @rewrite(_S, _REC, Subtract)
 def expm1_from_power_near_one(node):
@@ -515,6 +560,20 @@ _EXPREL = [1.0 / math.factorial(k + 1) for k in range(18)]
 _SINHC = [1.0 / math.factorial(2 * k + 1) for k in range(1, 13)]
 
 
+def _bernoulli(n: int) -> Fraction:
+    """The Bernoulli number B_n (B_1 = +1/2), exactly (Akiyama–Tanigawa)."""
+    row = [Fraction(0)] * (n + 1)
+    for m in range(n + 1):
+        row[m] = Fraction(1, m + 1)
+        for j in range(m, 0, -1):
+            row[j - 1] = j * (row[j - 1] - row[j])
+    return row[0]
+
+
+#: (1/x - cot(x))/x = Σ 2^(2n)·|B_2n|·x^(2n-2)/(2n)!, n ≥ 1: 18 terms for |x| < 1 (each ≈ (x/π)² of the last)
+_INVCOT = [float(2 ** (2 * n) * abs(_bernoulli(2 * n)) / math.factorial(2 * n)) for n in range(1, 19)]
+
+
 def _nan_at(x: Variable, *points: float) -> Variable:
     """0, or NaN where x is one of `points`: added, so a written 0/0 (or inf/inf) stays NaN there
     (and a NaN x keeps its NaN gradient)."""
@@ -569,6 +628,45 @@ def _doubled(u: Variable, v: Variable) -> bool:
     if isinstance(node.op, Add):
         return a is v and b is v
     return (a is v and is_constant(b, 2.0)) or (b is v and is_constant(a, 2.0))
+
+
+@rewrite(_S, _REC, Subtract)
+def cot_difference_by_series(node):
+    """c/x - c/tan(x) → c·x·Σ 2^(2n)·|B_2n|·x^(2n-2)/(2n)! where |x| < 1, as written elsewhere
+    (and c/tan(x) - c/x, its negation).
+
+    Written, the two reciprocals are about c/x and cancel to c·x/3: every digit is gone below
+    |x| ≈ 1e-8, and so it is in the derivative. The series' terms fall by (x/π)² each. At
+    x = 0 the written inf - inf is NaN and stays NaN. Another argument of tan, or another
+    numerator, must not fire.
+    """
+    for first, second, sign in ((*node.inputs, 1.0), (*node.inputs[::-1], -1.0)):
+        a, b = _constant_over(first), _constant_over(second)
+        tangent = owner(b[1], Tan) if b is not None else None
+        if a is None or tangent is None or a[0] != b[0] or tangent.inputs[0] is not a[1] or not _float(a[1]):
+            continue
+        c, x = a
+        small = less(absolute(x), 1.0)
+        series = x * _horner(x * x, _INVCOT)
+        # the difference where |x| >= 1, of 1 elsewhere (no inf - inf where it is not selected), with
+        # cot as cos/sin: as accurate there, and not this rule's pattern again
+        safe = where(small, np.ones((), x.dtype), x)
+        written = c / safe - c * cos(safe) / sin(safe)
+        result = where(small, _scaled(c, series), written) + _nan_at(x, 0)
+        return fits(result if sign > 0 else negate(result), node)
+    return None
+
+
+def _constant_over(v: Variable) -> tuple[float, Variable] | None:
+    """(c, y) for v = c / y with c a constant (`reciprocal(y)`: c = 1)."""
+    inverse = owner(v, Reciprocal)
+    if inverse is not None:
+        return 1.0, inverse.inputs[0]
+    quotient = owner(v, Divide)
+    if quotient is None or quotient.inputs[0].ndim != 0:
+        return None
+    c = constant_value(quotient.inputs[0])
+    return (c, quotient.inputs[1]) if c is not None and c != 0 and math.isfinite(c) else None
 
 
 @rewrite(_S, _REC, Divide)
@@ -902,13 +1000,48 @@ def sigmoid_from_two_term_softmax(node):
     return None
 
 
+@rewrite(_S, _REC, Power)
+def exp_of_log_sigmoid_from_power_of_sigmoid(node):
+    """sigmoid(s)**c → exp(c·log_sigmoid(s)) where log_sigmoid(s) ≥ -1 or the written power is not a
+    normal number; the written power elsewhere.
+
+    Written, σ(s) underflows below s ≈ -745 (and σ(s)**c for large c long before), so that a
+    product or quotient of such powers (Harley's example: σ(s)^a·σ(-s)^b / (σ(t)^a·σ(-t)^b)) is
+    0/0 or inf/inf where it is a number; as exponentials, the products become exp_of_sum and
+    stay in range. Past s ≈ 37 σ(s) rounds to 1 and its power to 1, where the answer is
+    exp(-c·e^(-s)). The written power errs by about |c| ulps of σ, the exponential by |c·log σ|:
+    where log σ < -1 and the written power is a normal number it stays. As IEEE's pow: 1 where
+    log σ = 0, and where c = 0 at σ = 0. Other bases must not fire.
+    """
+    base, c = node.inputs
+    sig = owner(base, stable.Sigmoid)
+    dtype = node.outputs[0].dtype
+    if sig is None or not _float(c) or sig.outputs[0].dtype != dtype:
+        return None
+    ls = stable.log_sigmoid(sig.inputs[0])
+    y = c * ls
+    info = np.finfo(dtype)
+    # the written power is normal where σ and σ**c are: log(tiny) < log σ, c·log σ < log(max) (a
+    # margin of 1 for their rounding)
+    low, high = float(np.log(info.tiny)) + 1.0, float(np.log(info.max)) - 1.0
+    normal = logical_and(logical_and(greater(ls, low), greater(y, low)), less(y, high))
+    exponential = logical_or(greater_equal(ls, -1.0), logical_not(normal))
+    # the written power where it is taken, of 1 elsewhere: no 0**c or inf where it is not, and a base
+    # this rule does not match again
+    written = where(exponential, np.ones((), dtype), base) ** c
+    one = logical_or(equal(ls, 0.0), logical_and(equal(c, 0.0), equal(ls, -np.inf)))
+    return fits(where(one, np.ones((), dtype), where(exponential, exp(y), written)), node)
+
+
 RULES = (
     log1p_difference_from_log_of_ratio,
     hyperbolic_from_opposite_exponentials,
     tanh_from_quotient,
     tanh_from_shifted_sigmoid,
     log_of_twice_hyperbolic,
+    log_tanh_from_log_of_hyperbolic_ratio,
     sigmoid_from_two_term_softmax,
+    exp_of_log_sigmoid_from_power_of_sigmoid,
     product_from_quotient_by_exp,
     sech_from_quotient_by_cosh,
     sinh_squared_from_cosh_minus_one,
@@ -920,6 +1053,7 @@ RULES = (
     inverse_hyperbolic_from_log,
     inverse_gudermannian_from_log_tan,
     exprel_from_quotient,
+    cot_difference_by_series,
     exp_plus_one_from_ratio_of_expm1,
     log_sinhc_from_log_of_quotient,
     log_sinh_far_from_log_of_sinh,
