@@ -657,6 +657,26 @@ CASES = [
         arity=2,
     ),
     Case(
+        "2·(arctan(exp(u)) - π/4)",
+        "arctan_of_ratio_from_arctan_minus_quarter_pi",
+        lambda x: 2.0 * (sg.arctan(sg.exp(x)) - np.pi / 4),
+        lambda x, k: 2 * (mp.atan(mp.exp(x)) - mp.pi / 4),  # (the rule reads the rounded π/4 as π/4)
+        (-800.0, -3.0, -1e-8, 0.0, 1e-300, 1e-20, 0.5, 30.0, 700.0),
+        (-100.0, -3.0, -1e-4, 0.0, 1e-30, 1e-20, 0.5, 30.0, 80.0),
+        lambda x: 2.0 * (sg.arctan(sg.exp(x)) - 0.75),
+        (-np.pi / 2, np.pi / 2),
+    ),
+    Case(
+        "arctan(r) - π/4",
+        "arctan_of_ratio_from_arctan_minus_quarter_pi",
+        lambda x: sg.arctan(x) - np.pi / 4,
+        lambda x, k: mp.atan(x) - mp.pi / 4,
+        (-1e10, -3.0, -1.0, -0.5, 0.0, 1.0 - 2**-53, 1.0, 1.0 + 2**-51, 1.5, 1e300),
+        (-1e10, -3.0, -1.0, -0.5, 0.0, 1.0 - 2**-24, 1.0, 1.0 + 2**-22, 1.5, 1e30),
+        lambda x: sg.arctan(x) - 0.75,
+        (-3 * np.pi / 4, np.pi / 4),
+    ),
+    Case(
         "1/x - 1/tan(x)",
         "cot_difference_by_series",
         lambda x: 1.0 / x - 1.0 / sg.tan(x),

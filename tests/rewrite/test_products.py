@@ -134,19 +134,20 @@ CASES = [
         grad_floor=1.0,  # (1 + x)e^x is 0 at x = -1: held to the scale of its terms
     ),
     Case(
-        # (value as written: 0/B is 0 wherever written is not NaN; the gradient, -0·e^x/e^(2x) =
-        # 0·inf as written, is what changes)
-        "where(x < -700, 0, x) / exp(x)",
+        # (value as written: 0/B is 0 wherever written is not NaN; the gradient, -0·B'/B² =
+        # 0·inf as written, is what changes. B = 2^x: a quotient by exp(x) is a product with
+        # exp(-x) first, product_from_quotient_by_exp's)
+        "where(x < -1010, 0, x) / exp2(x)",
         SINK,
-        lambda x: sg.where(x < -700.0, 0.0, x) / sg.exp(x),
-        lambda x, k: (0 if x < -700 else x) / mp.exp(x),
-        # (not 700: the quotient's own pullback, -g·a/b², overflows there as written)
-        (-720.0, -710.0, -701.0, -1.0, 0.0, 3.0, 300.0),
+        lambda x: sg.where(x < -1010.0, 0.0, x) / sg.exp2(x),
+        lambda x, k: (0 if x < -1010 else x) / mp.power(2, x),
+        # (not 1000: the quotient's own pullback, -g·a/b², overflows there as written)
+        (-1040.0, -1024.0, -1011.0, -1.0, 0.0, 3.0, 430.0),
         (-40.0, -1.0, 0.0, 3.0, 40.0),
-        lambda x: sg.where(x < -700.0, 0.5, x) / sg.exp(x),  # no zero branch
-        # e^-800 = 0: 0/0 stays NaN (a zero B cannot be told from a genuine one)
-        ((0.0, 0.0), (-800.0, NAN), (NAN, NAN)),
-        flushed=(-701.0, -1.0, 0.0, 3.0, 300.0),  # (e^-710 is subnormal: 0 on XLA, and 0/0 NaN)
+        lambda x: sg.where(x < -1010.0, 0.5, x) / sg.exp2(x),  # no zero branch
+        # 2^-1100 = 0: 0/0 stays NaN (a zero B cannot be told from a genuine one)
+        ((0.0, 0.0), (-1100.0, NAN), (NAN, NAN)),
+        flushed=(-1011.0, -1.0, 0.0, 3.0, 430.0),  # (2^-1024 is subnormal: 0 on XLA, and 0/0 NaN)
     ),
     Case(
         "exp(log(x))",
@@ -447,15 +448,25 @@ def test_the_zero_branch_keeps_nan_where_the_factor_is_nan():
 
 def test_a_quotient_sinks_its_zero_branch_for_the_gradient_only():
     x = sg.vector("x")
-    y = sg.where(x < -700.0, 0.0, 1.0) / sg.exp(x)
+    y = sg.where(x < -1010.0, 0.0, 1.0) / sg.exp2(x)
     f = sg.function([x], [y, sg.grad(sg.sum(y), x)])
     with np.errstate(all="ignore"):
         written = sg.function([x], [y, sg.grad(sg.sum(y), x, recognition=False)], recognition=False)
-        points = np.array([-720.0, -800.0, 0.0])
+        points = np.array([-1030.0, -1100.0, 0.0])
         (value, grad), (w_value, w_grad) = f(points), written(points)
     np.testing.assert_array_equal(value, w_value)  # 0, NaN (0/0), 1: the value as written
-    assert np.isnan(w_grad[0]) and grad[0] == 0.0  # -0·e^x/e^(2x) = 0·inf as written
-    assert grad[2] == -1.0
+    assert np.isnan(w_grad[0]) and grad[0] == 0.0  # -0·B'/B² = 0·inf as written
+    assert grad[2] == -np.log(2.0)
+
+
+def test_a_quotient_by_exp_is_a_product_whose_zero_branch_is_exact():
+    """where(x < -700, 0, 1)/exp(x) is where(x < -700, 0, 1)·exp(-x): exp(x) is never 0, so at
+    x = -800 (where e^-800 underflows and the written quotient is 0/0) the answer is the exact 0."""
+    x = sg.vector("x")
+    y = sg.where(x < -700.0, 0.0, 1.0) / sg.exp(x)
+    value, grad = sg.function([x], [y, sg.grad(sg.sum(y), x)])(np.array([-720.0, -800.0, 0.0]))
+    np.testing.assert_array_equal(value, [0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(grad, [0.0, 0.0, -1.0])
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,8 @@ root-difference benchmarks):
   `log1p(x) - x` by the atanh series for -0.5 < x < 1;
 - `exp(log(a) ± log(b))` is `a·b` (`a/b`), NaN where a log is;
 - inverse hyperbolic functions written as logs: `log(x + √(x² ± 1))` is arcsinh / arccosh, and
-  `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`.
+  `log(tan(π/4 + x/2))` is the inverse Gudermannian `arcsinh(tan(x))`; `arctan(r) - π/4` is
+  `arctan((r - 1)/(r + 1))` for r > -1 (the Gudermannian `2·arctan(exp(u)) - π/2`).
 
 Every rule keeps the written formula's domain (NaN stays NaN) and fires only on the exact
 constants it names.  They run in the STABILIZE phase after identities.RULES and chain with
@@ -63,6 +64,7 @@ from ..ops.elementwise import (
     where,
 )
 from ..ops.math import (
+    Arctan,
     Cos,
     Cosh,
     Exp,
@@ -75,6 +77,7 @@ from ..ops.math import (
     Tanh,
     arccosh,
     arcsinh,
+    arctan,
     cos,
     cosh,
     exp,
@@ -896,6 +899,40 @@ def inverse_gudermannian_from_log_tan(node):
     return fits((gd if sign == 1 else negate(gd)) + outside, node)
 
 
+@rewrite(_S, _REC, Subtract)
+def arctan_of_ratio_from_arctan_minus_quarter_pi(node):
+    """arctan(r) - π/4 → arctan((r - 1)/(r + 1)) where -1 < r < inf, as written elsewhere; so
+    `2·(arctan(exp(u)) - π/4)`, the Gudermannian function of map projections, becomes
+    `2·arctan(tanh(u/2))` (for every u: exp(u) is never at or below -1).
+
+    Written, arctan(r) is within an ulp of π/4 for r near 1 and the difference keeps only its
+    rounding (0 at r = 1 + 1e-16, where the answer is 5e-17). r - 1 is exact there (Sterbenz).
+    The identity holds only on -1 < r (at r < -1 the two sides differ by π): there the written
+    difference stays; at r = +inf its value π/4 is taken as a constant (written, the gradient
+    through arctan's 1/(1 + r²) = 0 met an overflowed r as 0 · inf). Fires only for π/4 to a
+    few ulps.
+    """
+    a, quarter = node.inputs
+    inner = owner(a, Arctan)
+    dtype = node.outputs[0].dtype
+    value = constant_value(quarter)
+    if inner is None or value is None or not is_floating(dtype):
+        return None
+    if abs(value / (np.pi / 4) - 1) > 4 * float(np.finfo(dtype).eps):
+        return None
+    r = inner.inputs[0]
+    u = _exp_argument(r)
+    if u is not None:  # (r - 1)/(r + 1) of r = exp(u) is tanh(u/2), for every u (no overflow of r)
+        return fits(arctan(tanh(u / 2.0)), node)
+    inside = logical_and(greater(r, -1.0), less(r, np.inf))
+    above = equal(r, np.inf)
+    # each branch of a value where it is not taken (0: no 0/0; 0 - c is not this rule's pattern)
+    near = where(inside, r, np.zeros((), dtype))
+    far = arctan(where(logical_or(inside, above), np.zeros((), dtype), r)) + (-value)
+    limit = np.asarray(np.pi / 2 - value, dtype)
+    return fits(where(inside, arctan((near - 1.0) / (near + 1.0)), where(above, limit, far)), node)
+
+
 # -- a difference of square roots ----------------------------------------------------------------------
 def _plus_positive_constant(v: Variable) -> tuple[Variable, Variable] | None:
     """(x, c) for v = x + c (either order), c a positive finite constant."""
@@ -1052,6 +1089,7 @@ RULES = (
     log1p_from_difference_of_x_log_x,
     inverse_hyperbolic_from_log,
     inverse_gudermannian_from_log_tan,
+    arctan_of_ratio_from_arctan_minus_quarter_pi,
     exprel_from_quotient,
     cot_difference_by_series,
     exp_plus_one_from_ratio_of_expm1,
