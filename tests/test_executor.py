@@ -23,7 +23,7 @@ from stablegrad.ops.base import Elementwise
 from stablegrad.ops.composite import OpFromGraph, SymbolicOp, inline
 from stablegrad.ops.gradient_mask import MaskedGradient, masked_gradient
 from stablegrad.ops.math import DigammaDifference, Exp, SechSquared, erfcx
-from stablegrad.ops.quotients import AffineQuotient, affine_quotient, over_argument
+from stablegrad.ops.partials import AffineProduct, AffineQuotient, affine_product, affine_quotient, over_argument
 from stablegrad.ops.stable.logerfc import log_erfc
 
 
@@ -184,6 +184,7 @@ def _representative_graphs():
         stable.log_ndtr(a), stable.log_cosh(a), stable.log_sigmoid_difference(a + 1.0, a), stable.sech(a),
         # quotients differentiated without the quotient rule's cancellation
         affine_quotient(a - b, a + b, [a, b], [1, -1, 0], [1, 1, 0]), over_argument(a, "sin"), over_argument(a, "sinh"),
+        affine_product(a - b, a + b, [a, b], [1, -1, 0], [1, 1, 0]),
         # complex numbers
         sg.real(c), sg.imag(c), sg.conj(c), sg.angle(c), abs(c), stable.logsumexp(c, axis=1),
         *stable.logsumexp(c, axis=0, b=c * 1j, return_sign=True), stable.logsumexp(a, axis=1, b=c, where=a > 0.1),
@@ -393,8 +394,8 @@ def test_pushforward_is_the_transposed_pullback_and_the_derivative(node):
     for k, (g, r, d) in enumerate(zip(got, reference, difference)):
         np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12, err_msg=f"{node.op.name}: tangent {k}")
         # (float32 differences say nothing at h = 1e-6; masked_gradient's gradient is 0 where its value's slope
-        # is 1; affine_quotient's operands a and c are forms of its terms, and the terms carry the whole slope)
-        if g.dtype == np.float64 and not isinstance(node.op, MaskedGradient | AffineQuotient):
+        # is 1; the affine ops' operands a and c are forms of their terms, and the terms carry the whole slope)
+        if g.dtype == np.float64 and not isinstance(node.op, MaskedGradient | AffineQuotient | AffineProduct):
             np.testing.assert_allclose(
                 g, d, rtol=1e-4, atol=1e-6, err_msg=f"{node.op.name}: tangent {k} vs differences"
             )

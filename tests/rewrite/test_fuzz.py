@@ -119,6 +119,7 @@ PIECES = [
     Piece("(x - c) / (x + c)", lambda x, c: (x - c(0.5)) / (x + c(0.5))),
     Piece("x / (c - x)", lambda x, c: x / (c(1.0) - x)),
     Piece("(c + x*x) / (2c + x*x)", lambda x, c: (c(1.0) + x * x) / (c(2.0) + x * x)),
+    Piece("(x + c) * (x - c)", lambda x, c: (x + c(0.5)) * (x - c(0.5))),
     Piece("sinh(x) / x", lambda x, c: sg.sinh(x) / x),
     Piece("sin(x) / x", lambda x, c: sg.sin(x) / x),
     Piece("c - c * cos(x)", lambda x, c: c(1.0) - c(1.0) * sg.cos(x)),

@@ -26,9 +26,9 @@ from . import (
     exponentials,
     identities,
     norms,
+    partials,
     probability,
     products,
-    quotients,
     scaled,
     specialize,
     stabilize,
@@ -103,7 +103,7 @@ PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
         + BODY_RULES,
     ),
     # only `recognise` runs it: these rules would hide a quotient from a value's recognition
-    (Phase.GRADIENT, quotients.RULES),
+    (Phase.GRADIENT, partials.RULES),
     (Phase.SPECIALIZE, specialize.RULES),
 )
 

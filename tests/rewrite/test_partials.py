@@ -1,5 +1,5 @@
-"""Quotients of affine forms in shared terms: the value as written, the gradient without the
-quotient rule's cancellation (rewrite/quotients.py, ops/quotients.py)."""
+"""Products and quotients of affine forms in shared terms: the value as written, the gradient without
+the product and quotient rules' cancellation (rewrite/partials.py, ops/partials.py)."""
 
 import mpmath as mp
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 
 import stablegrad as sg
 from stablegrad.graph.basic import toposort
-from stablegrad.ops.quotients import AffineQuotient
+from stablegrad.ops.partials import AffineProduct, AffineQuotient
 from stablegrad.rewrite.pipeline import optimize, recognise
 
 RULE = "affine_quotient_gradient"
@@ -192,3 +192,84 @@ def test_recognition_of_a_quotient_still_comes_first():
     text = sg.explain(sg.grad(sg.sum(sg.log((1 + x) / (1 - x))), x))
     assert "log1p_difference_from_log_of_ratio" in text
     assert RULE not in text
+
+
+# -- products of affine forms ----------------------------------------------------------------------------------
+PRODUCT = "affine_product_gradient"
+
+
+def _fired_product(output) -> bool:
+    return any(isinstance(n.op, AffineProduct) for n in toposort(recognise([output])))
+
+
+@pytest.mark.parametrize(
+    "formula, dx, dy",
+    [
+        (lambda x, y: (x + y) * (x - y), lambda x, y: 2 * x, lambda x, y: -2 * y),
+        (lambda x, y: (x - 1) * (x + 1) + 0 * y, lambda x, y: 2 * x, lambda x, y: 0 * y),
+        (lambda x, y: (2 * x + y) * (x - y / 2), lambda x, y: 4 * x, lambda x, y: -y),
+    ],
+    ids=["difference_of_squares", "shifted_by_constants", "scaled_terms"],
+)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_product_gradient_keeps_its_digits_where_the_product_rule_cancels(formula, dx, dy, backend):
+    x, y = sg.vector("x"), sg.vector("y")
+    p = formula(x, y)
+    assert _fired_product(p)
+    xs, ys = np.array([1e-20, 3.0, -2e-12, 1e10]), np.array([1.0, 2.0, 5.0, 1e-3])
+    cost = sg.sum(p)
+    gx, gy = sg.function([x, y], sg.grad(cost, [x, y], disconnected="zero"), backend=backend)(xs, ys)
+    np.testing.assert_allclose(gx, dx(xs, ys), rtol=1e-15)
+    np.testing.assert_allclose(gy, dy(xs, ys), rtol=1e-15, atol=0)
+    written = sg.function([x, y], sg.grad(cost, [x, y], recognition=False, disconnected="zero"))(xs, ys)
+    assert np.max(np.abs(written[0] - dx(xs, ys)) / np.abs(dx(xs, ys))) > 1e-6  # as written it cancels
+
+
+def test_product_value_is_the_written_product_bit_for_bit():
+    x, y = sg.vector("x"), sg.vector("y")
+    p = (x + 2 * y) * (x - y)
+    rng = np.random.default_rng(1)
+    xs = np.concatenate([rng.normal(size=40) * 1e5, [0.0, np.inf, np.nan, 1e308]])
+    ys = np.concatenate([rng.normal(size=40), [1.0, 0.0, 1.0, -1e308]])
+    with np.errstate(all="ignore"):
+        expected = (xs + 2 * ys) * (xs - ys)
+    value, _ = sg.function([x, y], [p, sg.grad(sg.sum(p), x)])(xs, ys)
+    np.testing.assert_array_equal(value, expected)
+
+
+def test_an_infinite_factor_gives_the_product_rule_s_partials():
+    """(x + y)(x - y) at x = y = 1e308: x + y overflows, and the product rule's (x - y) + (x + y) = inf is kept."""
+    x, y = sg.vector("x"), sg.vector("y")
+    p = (x + y) * (x - y)
+    args = (np.array([1e308, 2.0]), np.array([1e308, 1.0]))
+    with np.errstate(all="ignore"):
+        ours = sg.function([x, y], sg.grad(sg.sum(p), [x, y]))(*args)
+        written = sg.function([x, y], sg.grad(sg.sum(p), [x, y], recognition=False))(*args)
+    for g, w in zip(ours, written):
+        np.testing.assert_array_equal(g[0], w[0])
+    np.testing.assert_array_equal([ours[0][1], ours[1][1]], [4.0, -2.0])
+
+
+@pytest.mark.parametrize(
+    "formula",
+    [
+        lambda x, y: x * (x + 1),  # x's parts, (x + 1) + x, hold nothing that cancels
+        lambda x, y: (x + y) * (x + y),
+        lambda x, y: 2 * (x + y),  # a constant factor
+        lambda x, y: x * y,  # no shared term
+    ],
+    ids=["nothing_cancels", "a_square", "constant_factor", "no_shared_term"],
+)
+def test_products_whose_parts_cannot_cancel_keep_the_product_rule(formula):
+    x, y = sg.vector("x"), sg.vector("y")
+    assert not _fired_product(formula(x, y))
+
+
+def test_product_second_derivatives():
+    x, y = sg.vector("x"), sg.vector("y")
+    gx = sg.grad(sg.sum((x + y) * (x - y) * x), x)
+    hxx, hxy = sg.grad(sg.sum(gx), [x, y])
+    xs, ys = np.array([1.0, -2.0]), np.array([0.5, 3.0])
+    got_xx, got_xy = sg.function([x, y], [hxx, hxy])(xs, ys)
+    np.testing.assert_allclose(got_xx, 6 * xs, rtol=1e-15)
+    np.testing.assert_allclose(got_xy, -2 * ys, rtol=1e-15)

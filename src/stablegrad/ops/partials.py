@@ -1,4 +1,4 @@
-"""Quotients whose value is computed as written and whose gradient is not the quotient rule's.
+"""Ops whose value is the formula as written and whose partials are not the product or quotient rule's.
 
 `AffineQuotient`: `a / c` for two affine forms in shared terms.  The quotient rule takes ∂(a/c)/∂u as a'/c - (a/c)·c'/c.  Where a and c share a term u,
 both parts reach u and are summed there, and the sum cancels wherever a/c nears a'/c':
@@ -12,6 +12,11 @@ in which uⱼ itself has cancelled symbolically: for (x - y)/(x + y) it is 2y, n
 (x + y) - (x - y).  `AffineQuotient` is the written a/c (its value is that division, bit
 for bit) whose pullback sends each term uⱼ that cotangent, g/c · N_j/c (never c², which
 would overflow first), and nothing through a and c themselves.
+
+`AffineProduct`: `a · c` for two affine forms in shared terms.  The product rule's parts
+αⱼc + γⱼa, summed at a shared term, cancel the same way: ∂/∂x of (x + y)(x - y) is
+(x - y) + (x + y), which keeps no digit of 2x once |x| is below |y|·eps; summed term by term,
+Σᵢ (αⱼγᵢ + γⱼαᵢ)·uᵢ + αⱼγ₀ + γⱼα₀, the y has cancelled symbolically.
 
 `OverArgument`: sin(x)/x and sinh(x)/x.  The quotient rule's derivative, f'(x)/x - q/x, is
 two terms of about 1/x that cancel to about x/3: every digit is gone below |x| ≈ 1e-8.
@@ -29,7 +34,7 @@ import numpy as np
 from ..graph.basic import READS_INPUTS, Variable
 from .base import zero_grad
 from .composite import SymbolicOp
-from .elementwise import abs, equal, isfinite, less, where
+from .elementwise import abs, equal, isfinite, less, logical_and, where
 from .math import cos, cosh, sin, sinh
 
 
@@ -81,6 +86,51 @@ class AffineQuotient(SymbolicOp):
 def affine_quotient(a, c, terms, numerator, denominator) -> Variable:
     """a / c with the pullback of `AffineQuotient` (a and c affine in `terms`, coefficients given)."""
     return AffineQuotient(tuple(map(float, numerator)), tuple(map(float, denominator)))(a, c, *terms)
+
+
+@final
+@dataclass(frozen=True)
+class AffineProduct(SymbolicOp):
+    """a · c, where a = Σ αᵢuᵢ + α₀ and c = Σ γᵢuᵢ + γ₀ over the terms u (inputs: a, c, u...).
+
+    As `AffineQuotient`: the pullback gives the terms the whole gradient, g·(αⱼc + γⱼa) summed
+    term by term, and falls back to the product rule's partials where a or c is not finite.
+    """
+
+    first: tuple[float, ...]
+    second: tuple[float, ...]
+
+    public_name: ClassVar[str] = "affine_product"
+
+    def build(self, a, c, *terms):
+        return a * c
+
+    def pullback(self, inputs, outputs, grads):
+        a, c, *terms = inputs
+        g = grads[0]
+        finite = logical_and(isfinite(a), isfinite(c))
+        partials = [where(finite, g * self._summed(j, terms), self._chained(j, g, a, c)) for j in range(len(terms))]
+        return [zero_grad(a), zero_grad(c), *partials]
+
+    def _summed(self, j: int, terms: list[Variable]):
+        """αⱼc + γⱼa as Σᵢ (αⱼγᵢ + γⱼαᵢ)·uᵢ + αⱼγ₀ + γⱼα₀ (terms whose coefficients cancel left out)."""
+        alpha, gamma = self.first, self.second
+        total: Variable | float = alpha[j] * gamma[-1] + gamma[j] * alpha[-1]
+        for i, u in enumerate(terms):
+            k = alpha[j] * gamma[i] + gamma[j] * alpha[i]
+            if k != 0:
+                total = total + (u if k == 1 else -u if k == -1 else k * u)
+        return total
+
+    def _chained(self, j: int, g: Variable, a: Variable, c: Variable):
+        """αⱼ·g·c + γⱼ·g·a: the written product rule's partial for term j."""
+        parts = [k * v for k, v in ((self.first[j], g * c), (self.second[j], g * a)) if k != 0]
+        return parts[0] + parts[1] if len(parts) == 2 else parts[0]
+
+
+def affine_product(a, c, terms, first, second) -> Variable:
+    """a · c with the pullback of `AffineProduct` (a and c affine in `terms`, coefficients given)."""
+    return AffineProduct(tuple(map(float, first)), tuple(map(float, second)))(a, c, *terms)
 
 
 #: d/dx (sinh(x)/x) = x·Σ 2k·x^(2k-2)/(2k+1)!, k ≥ 1; 14 terms for x² < 4 (the 15th: 30·4¹⁴/31! of the first)

@@ -1,9 +1,11 @@
-"""Quotients whose gradient the quotient rule takes with a cancellation, rebuilt as ops that divide
-exactly as written and differentiate without it (`ops.quotients`):
+"""Products and quotients whose gradient the product and quotient rules take with a cancellation,
+rebuilt as ops that compute exactly as written and differentiate without it (`ops.partials`):
 
 - affine forms in shared terms, `(x - y)/(x + y)`, `x/(1 - x)`, `(1 + w)/(2 + w)`: the quotient
   rule's two parts, summed where they meet at a shared term, cancel; `AffineQuotient`'s
   pullback has the shared term cancelled symbolically;
+- products of affine forms in shared terms, `(x + y)(x - y)`: the product rule's two parts
+  cancel alike; `AffineProduct` sums them term by term;
 - `sin(x)/x` and `sinh(x)/x`, whose derivative cancels near 0: `OverArgument` takes its series.
 
 These rules run in its own phase after recognition, only on the graphs `grad`, `jvp` and
@@ -18,7 +20,7 @@ import math
 from ..graph.basic import Constant, Variable
 from ..ops.elementwise import Add, Divide, Multiply, Negative, Subtract
 from ..ops.math import Sin, Sinh
-from ..ops.quotients import affine_quotient, over_argument
+from ..ops.partials import affine_product, affine_quotient, over_argument
 from .engine import Kind, Phase, rewrite
 from .patterns import constant_value
 
@@ -34,9 +36,39 @@ def affine_quotient_gradient(node):
 
     The gradient of (x - y)/(x + y) with respect to x is then 2y·g/(x + y)/(x + y) instead of
     (1 - q)·g/(x + y), which cancels wherever y is small against x (14.9 bits lost on average
-    over Herbie's benchmarks of this shape).  Fires only on real floating terms; a quotient
+    over Herbie's benchmarks of this shape). Fires only on real floating terms; a quotient
     whose forms share no term has no such sum to cancel.
     """
+    shared = _shared_forms(node)
+    return affine_quotient(*shared) if shared is not None else None
+
+
+@rewrite(Phase.GRADIENT, Kind.GUARD, Multiply, note="product(s): gradient taken with the shared terms cancelled")
+def affine_product_gradient(node):
+    """a · c → affine_product(a, c) where a and c are affine forms sharing a term (value unchanged).
+
+    The gradient of (x + y)(x - y) with respect to x is then 2x·g instead of ((x - y) + (x + y))·g,
+    which keeps no digit of it once |x| is below |y|·eps. Fires only where some term's two parts
+    do cancel (x·(x + 1) and z·z have nothing to cancel: their partials stay the product rule's).
+    """
+    shared = _shared_forms(node)
+    return affine_product(*shared) if shared is not None and _parts_cancel(*shared[3:]) else None
+
+
+def _parts_cancel(first: list[float], second: list[float]) -> bool:
+    """Whether for some term j the product rule's αⱼc + γⱼa holds a term i (or the constant) whose two
+    parts αⱼγᵢ and γⱼαᵢ cancel exactly."""
+    n = len(first)
+    return any(
+        first[j] * second[i] + second[j] * first[i] == 0 and (first[j] * second[i] != 0 or second[j] * first[i] != 0)
+        for j in range(n - 1)
+        for i in range(n)
+    )
+
+
+def _shared_forms(node) -> tuple | None:
+    """(a, c, terms, coefficients of a, coefficients of c) for a node a ∘ c of two affine forms that
+    share a term, the constants last; None otherwise."""
     a, c = node.inputs
     if not _real_float(node.outputs[0]):
         return None
@@ -51,9 +83,9 @@ def affine_quotient_gradient(node):
         terms.update((key, u) for key, (u, _) in coefficients.items())
     if len(terms) > MAX_TERMS:
         return None
-    numerator = [top_terms.get(key, (None, 0.0))[1] for key in terms] + [top_constant]
-    denominator = [bottom_terms.get(key, (None, 0.0))[1] for key in terms] + [bottom_constant]
-    return affine_quotient(a, c, list(terms.values()), numerator, denominator)
+    first = [top_terms.get(key, (None, 0.0))[1] for key in terms] + [top_constant]
+    second = [bottom_terms.get(key, (None, 0.0))[1] for key in terms] + [bottom_constant]
+    return a, c, list(terms.values()), first, second
 
 
 def _real_float(v: Variable) -> bool:
@@ -136,4 +168,4 @@ def series_quotient_gradient(node):
     return None
 
 
-RULES = (series_quotient_gradient, affine_quotient_gradient)
+RULES = (series_quotient_gradient, affine_quotient_gradient, affine_product_gradient)
