@@ -115,6 +115,7 @@ PIECES = [
     Piece("log(exp(x) + exp(c))", lambda x, c: sg.log(sg.exp(x) + sg.exp(c(0.5)))),
     Piece("where(m, exp(x), c)", lambda x, c: sg.where(x > 0, sg.exp(x), c(0.0))),
     Piece("x * (c / (x + 2))", lambda x, c: x * (c(1.0) / (x + 2.0))),
+    Piece("c/(x + 1) - 2c/x + c/(x - 1)", lambda x, c: c(1.0) / (x + 1.0) - c(2.0) / x + c(1.0) / (x - 1.0)),
     # quotients of affine forms in a shared term (their gradient is taken with the term cancelled)
     Piece("(x - c) / (x + c)", lambda x, c: (x - c(0.5)) / (x + c(0.5))),
     Piece("x / (c - x)", lambda x, c: x / (c(1.0) - x)),

@@ -763,13 +763,23 @@ CASES = [
     ),
     Case(
         "1/(x + 1) - 1/(x - 1)",
-        "quotient_from_difference_of_shifted_reciprocals",
+        "quotient_from_sum_of_shifted_reciprocals",
         lambda x: 1.0 / (x + 1.0) - 1.0 / (x - 1.0),
         lambda x, k: 1 / (x + 1) - 1 / (x - 1),
         # (not near x = 0, where the derivative passes through 0: it cancels there, as written)
         (-1e8, -3.0, -0.5, 0.3, 2.0, 1e8, 1e150),
         (-1e4, -3.0, -0.5, 0.3, 2.0, 1e4, 1e15),
         lambda x: 1.0 / (x + 1.0) - 2.0 / (x - 1.0),
+        (0.0, 0.0),
+    ),
+    Case(
+        "1/(x + 1) - 2/(x + 2) + 1/(x + 3)",
+        "quotient_from_sum_of_shifted_reciprocals",
+        lambda x: 1.0 / (x + 1.0) - 2.0 / (x + 2.0) + 1.0 / (x + 3.0),
+        lambda x, k: 1 / (x + 1) - 2 / (x + 2) + 1 / (x + 3),
+        (-1e8, -2.5, -0.5, 0.0, 2.0, 1e8, 1e100),
+        (-1e4, -2.5, -0.5, 0.0, 2.0, 1e4, 1e12),
+        lambda x: 1.0 / (x + 1.0) - 2.0 / (x + 2.0) + 1.5 / (x + 3.0),  # (the leading parts do not cancel)
         (0.0, 0.0),
     ),
     Case(

@@ -100,6 +100,7 @@ from .patterns import (
     owner,
     scaled_core,
     square_of,
+    terms_with_signs,
 )
 
 _S = Phase.STABILIZE
@@ -179,19 +180,6 @@ def _scaled_exp(t: Variable) -> tuple[float, Variable, int] | None:
 _MAX_TERMS = 8
 
 
-def _terms(v: Variable, sign: float = 1.0, found: list | None = None) -> list[tuple[float, Variable]] | None:
-    """The addends of a tree of `+` and `-` with their signs, or None past _MAX_TERMS."""
-    found = [] if found is None else found
-    node = owner(v, Add, Subtract)
-    if node is None:
-        found.append((sign, v))
-        return found if len(found) <= _MAX_TERMS else None
-    a, b = node.inputs
-    if _terms(a, sign, found) is None:
-        return None
-    return _terms(b, -sign if isinstance(node.op, Subtract) else sign, found)
-
-
 def _scaled_sigmoid_as_exp(
     t: Variable, partner: tuple[float, Variable, int] | None
 ) -> tuple[float, Variable, int] | None:
@@ -242,7 +230,7 @@ def hyperbolic_from_opposite_exponentials(node):
     `tanh_from_quotient`, `cosh_minus_one` and the log rule below. Both overflow at the same x.
     Factors that differ (`2·exp(x) - exp(-x)`) must not fire.
     """
-    terms = _terms(node.outputs[0])
+    terms = terms_with_signs(node.outputs[0], _MAX_TERMS)
     if terms is None or len(terms) < 2:
         return None
     for i, first in enumerate(terms):
@@ -283,7 +271,7 @@ def sine_squared_from_one_minus_cos(node):
 
 def _squared_half_angle(node, op_class: type, half_of, sign: float) -> Variable | None:
     """sign·2c·f(x/2)² for the two-term sum c·g(x) - c, g of `op_class` (cosh or cos), f = half_of."""
-    terms = _terms(node.outputs[0])
+    terms = terms_with_signs(node.outputs[0], _MAX_TERMS)
     if terms is None or len(terms) != 2:
         return None
     for (s1, t1), (s2, t2) in (terms, terms[::-1]):

@@ -153,6 +153,24 @@ def signed_terms(v: Variable) -> list[Variable]:
     return [v]
 
 
+def terms_with_signs(v: Variable, limit: int) -> list[tuple[float, Variable]] | None:
+    """The addends of a tree of `+` and `-` with their signs (±1), or None past `limit` of them."""
+    found: list[tuple[float, Variable]] = []
+    stack = [(1.0, v)]
+    while stack:
+        sign, u = stack.pop()
+        node = owner(u, Add, Subtract)
+        if node is None:
+            found.append((sign, u))
+            if len(found) > limit:
+                return None
+            continue
+        a, b = node.inputs
+        stack.append((-sign if isinstance(node.op, Subtract) else sign, b))
+        stack.append((sign, a))
+    return found
+
+
 def add_terms(v: Variable) -> list[Variable]:
     """The addends of a tree of `+` (v itself when it is no sum)."""
     node = owner(v, Add)

@@ -20,6 +20,8 @@ replacement takes (`log(sigmoid(a))`) are recognised in turn.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from ..graph.basic import Apply, Constant, Variable
@@ -50,7 +52,7 @@ from ..ops.elementwise import (
 )
 from ..ops.math import Cosh, Erfc, Exp, Expm1, Log, Log1p, Power, log, log1p, power
 from .engine import Kind, Phase, rewrite
-from .patterns import LAYOUT, constant_value, fits, is_constant, owner, provably_positive, square_of
+from .patterns import LAYOUT, constant_value, fits, is_constant, owner, provably_positive, square_of, terms_with_signs
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -359,36 +361,76 @@ def _shifted_reciprocal(t: Variable) -> tuple[float, Variable, float, Variable] 
     return k, d, 0.0, d
 
 
-@rewrite(_S, _REC, Subtract)
-def quotient_from_difference_of_shifted_reciprocals(node):
-    """k/(x + a) - k/(x + b) → k·(b - a) / (x + a) / (x + b) (so `1/(x + 1) - 1/x`), a ≠ b
-    constants whose difference the dtype holds exactly.
+#: the most shifted reciprocals a sum may have for their common denominator to be taken
+MAX_RECIPROCALS = 4
 
-    Written, the two quotients agree in all but their last digits once |x| is far above
-    |a - b|, and their difference keeps only those (1/(x + 1) - 1/x at x = 1e8: 7 digits).
-    The quotient of the two written denominators has no difference to cancel, nor has its
-    derivative where |x| is large.  Near x = -(a + b)/2, where the derivative passes through
-    0, it still cancels, as the written one does.  At x = -a or -b both are ±inf, with the
-    written sign.
+
+@rewrite(_S, _REC, Add, Subtract)
+def quotient_from_sum_of_shifted_reciprocals(node):
+    """Σ ±kᵢ/(x + aᵢ) over 2 to 4 terms → P(x)/(x + a₁)/…/(x + aₙ) with P = Σ ±kᵢ·Π_{j≠i}(x + aⱼ),
+    where P's leading coefficients cancel (its degree is below n - 1) and all of them are exact in
+    the dtype: `k/(x + a) - k/(x + b)` → `k·(b - a)/(x + a)/(x + b)` (so `1/(x + 1) - 1/x`), and
+    `1/(x + 1) - 2/x + 1/(x - 1)` → `2/(x + 1)/x/(x - 1)`.
+
+    Written, the quotients agree in all but their last digits once |x| is far above the shifts,
+    and their sum keeps only those (1/(x + 1) - 1/x at x = 1e8: 7 digits; the three-term sum at
+    1e8, none). P, the written denominators' common numerator, has no such difference to
+    cancel, nor has its derivative where |x| is large. Near a root of P (where the sum passes
+    through 0) it still cancels, as the written one does. At x = -aᵢ both are ±inf, with the
+    written sign. The shifts must differ, and x be the same node in every term.
     """
-    first, second = (_shifted_reciprocal(t) for t in node.inputs)
-    if first is None or second is None:
+    terms = terms_with_signs(node.outputs[0], MAX_RECIPROCALS)
+    if terms is None or len(terms) < 2:
         return None
-    k, x, a, d_a = first
-    k2, x2, b, d_b = second
-    if k != k2 or x is not x2 or a == b or k == 0:
+    parsed = [(sign, _shifted_reciprocal(t)) for sign, t in terms]
+    if any(p is None for _, p in parsed):
         return None
+    x = parsed[0][1][1]  # type: ignore[index]
+    shifts = [p[2] for _, p in parsed]  # type: ignore[index]
+    if any(p[1] is not x for _, p in parsed) or len(set(shifts)) < len(shifts):  # type: ignore[index]
+        return None
+    numerator = _common_numerator([(Fraction(sign) * Fraction(p[0]), Fraction(p[2])) for sign, p in parsed])  # type: ignore[index]
+    if len(numerator) >= len(parsed) or not any(numerator):
+        return None  # (no leading part cancels: the written sum loses nothing at large |x|)
     dtype = node.outputs[0].dtype
-    gap = np.asarray(b, np.float64) - np.asarray(a, np.float64)
-    scale = np.asarray(k * gap, dtype)
-    if float(scale) != k * float(gap) or not np.isfinite(scale):
-        return None  # (k·(b - a) would be rounded: not the written formula's exact constant)
-    return fits(scale / d_a / d_b, node)
+    coefficients = [np.asarray(float(c), dtype) for c in numerator]
+    if any(Fraction(float(c)) != exact or not np.isfinite(c) for c, exact in zip(coefficients, numerator)):
+        return None  # (a coefficient would be rounded: not the written formula's exact constants)
+    result = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        result = result * x + c
+    for _, p in parsed:
+        result = result / p[3]  # type: ignore[index]
+    return fits(result, node)
+
+
+def _common_numerator(terms: list[tuple[Fraction, Fraction]]) -> list[Fraction]:
+    """The coefficients (constant first) of Σ kᵢ·Π_{j≠i}(x + aⱼ) for terms (kᵢ, aᵢ), trailing zeros dropped."""
+    total = [Fraction(0)] * len(terms)
+    for i, (k, _) in enumerate(terms):
+        poly = [k]
+        for j, (_, a) in enumerate(terms):
+            if j != i:
+                poly = _times_shifted(poly, a)
+        for m, c in enumerate(poly):
+            total[m] += c
+    while len(total) > 1 and total[-1] == 0:
+        total.pop()
+    return total
+
+
+def _times_shifted(poly: list[Fraction], a: Fraction) -> list[Fraction]:
+    """The coefficients of poly(x)·(x + a) (constant first)."""
+    result = [Fraction(0)] * (len(poly) + 1)
+    for m, c in enumerate(poly):
+        result[m] += a * c
+        result[m + 1] += c
+    return result
 
 
 RULES = (
     sum_of_logs_from_log_of_product,
-    quotient_from_difference_of_shifted_reciprocals,
+    quotient_from_sum_of_shifted_reciprocals,
     sum_of_logs_from_log1p_of_square,
     slogdet_from_log_of_det,
     where_from_product_with_zero_branch,
