@@ -1,7 +1,9 @@
 """Write tests/data/exp_log_fixture.npz: exact values and partial derivatives of the exp/log family
 formulas in tests/test_exp_log_accuracy.py, computed with mpmath.
 
-    python tests/make_exp_log_fixture.py [--points 192] [--jobs 2]
+    python tests/make_exp_log_fixture.py [--points 192] [--jobs 2] [--missing]
+
+(`--missing` computes only the formulas the fixture does not hold yet and keeps the others.)
 
 Points are drawn as Herbie draws them: uniform over the float64 bit patterns inside each
 operand's box (so tiny and huge magnitudes are as likely as moderate ones), seeded by the
@@ -119,9 +121,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=192)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--missing", action="store_true", help="only the formulas the fixture lacks")
     options = parser.parse_args()
+    kept: dict[str, np.ndarray] = {}
+    if options.missing and FIXTURE.exists():
+        with np.load(FIXTURE) as data:
+            kept = {k: data[k] for k in data.files if any(f.name == k for f in FORMULAS)}
+    todo = [(i, options.points) for i, f in enumerate(FORMULAS) if f.name not in kept]
     with ProcessPoolExecutor(options.jobs) as pool:
-        tables = dict(pool.map(_one, [(i, options.points) for i in range(len(FORMULAS))]))
+        tables = kept | dict(pool.map(_one, todo))
     FIXTURE.parent.mkdir(exist_ok=True)
     np.savez_compressed(FIXTURE, **tables)
 
