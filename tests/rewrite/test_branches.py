@@ -140,3 +140,19 @@ def test_nested_wheres_under_a_wider_mask_settle():
         written, written_grad = sg.function([x], [y, sg.grad(sg.sum(y), x)], recognition=False)(values)
     np.testing.assert_allclose(got, written, rtol=1e-13)
     np.testing.assert_allclose(grad, written_grad, rtol=1e-12)
+
+
+def test_a_leaf_broadcast_before_its_mask_is_seen_as_masked():
+    """log(exp(log(sinh(x)/x)) + exp(c)), c a row constant, x of unknown extents: a leaf that a mask
+    could widen is broadcast first, so masks of nested wheres alternate with broadcasts; the
+    check for a mask already in place looked only through masks, and masked the leaf again
+    without end (found by the fuzzer)."""
+    x = sg.tensor("x", shape=(None, None))
+    c = np.full((3,), 0.5)
+    y = sg.log(sg.exp(sg.log(sg.sinh(x) / x)) + sg.exp(c))
+    f = sg.function([x], [y, sg.grad(sg.sum(y), x)])
+    values = np.array([[0.5], [30.0]])
+    got, grad = f(values)
+    written, written_grad = sg.function([x], [y, sg.grad(sg.sum(y), x)], recognition=False)(values)
+    np.testing.assert_allclose(got, written, rtol=1e-13)
+    np.testing.assert_allclose(grad, written_grad, rtol=1e-12)

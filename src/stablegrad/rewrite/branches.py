@@ -17,7 +17,7 @@ from ..graph.basic import Constant, Variable
 from ..graph.types import broadcast_shapes
 from ..ops.elementwise import Where
 from ..ops.gradient_mask import MaskedGradient, masked_gradient
-from ..ops.shape import broadcast_arrays
+from ..ops.shape import BroadcastTo, broadcast_arrays
 from .engine import Kind, Phase, rewrite
 from .extents import Extents
 from .patterns import is_entrywise
@@ -84,10 +84,11 @@ def _walk(branch: Variable) -> tuple[list[Variable], set[int]]:
 
 
 def _masked_by(leaf: Variable, mask: Variable, kept: bool) -> bool:
-    """Whether the leaf already reads through this mask (among the masks of nested wheres)."""
+    """Whether the leaf already reads through this mask (among the masks of nested wheres, and the
+    broadcasts `_masked` puts before a mask that could widen its leaf)."""
     node = leaf.owner
-    while node is not None and isinstance(node.op, MaskedGradient):
-        if node.op.kept == kept and node.inputs[1] is mask:
+    while node is not None and isinstance(node.op, MaskedGradient | BroadcastTo):
+        if isinstance(node.op, MaskedGradient) and node.op.kept == kept and node.inputs[1] is mask:
             return True
         node = node.inputs[0].owner
     return False

@@ -8,7 +8,7 @@ rebuilt as ops that compute exactly as written and differentiate without it (`op
   cancel alike; `AffineProduct` sums them term by term;
 - `sin(x)/x` and `sinh(x)/x`, whose derivative cancels near 0: `OverArgument` takes its series.
 
-These rules run in its own phase after recognition, only on the graphs `grad`, `jvp` and
+These rules run in a phase of their own after recognition, only on the graphs `grad`, `jvp` and
 composite bodies differentiate (`pipeline.recognise`), never on a value's compile: a
 recognition rule that reads a quotient (`log((1 + x)/(1 - x))`) must see the Divide first.
 """
