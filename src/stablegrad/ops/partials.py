@@ -63,7 +63,11 @@ class AffineQuotient(SymbolicOp):
         written = (scaled, -scaled * a / c)  # Divide's pullback: the cotangents of a and c
         finite = isfinite(c)
         partials = [
-            where(finite, self._partial(j, terms, c, scaled), self._chained(j, written)) for j in range(len(terms))
+            # (a term of only one form has a single part, nothing to cancel: its written partial)
+            where(finite, self._partial(j, terms, c, scaled), self._chained(j, written))
+            if self.numerator[j] != 0 and self.denominator[j] != 0
+            else self._chained(j, written)
+            for j in range(len(terms))
         ]
         return [zero_grad(a), zero_grad(c), *partials]
 
