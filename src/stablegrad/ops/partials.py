@@ -73,18 +73,11 @@ class AffineQuotient(SymbolicOp):
 
     def _partial(self, j: int, terms: list[Variable], c: Variable, scaled: Variable):
         """g/c · (αⱼc - γⱼa)/c, the numerator summed without the uⱼ that cancels from it."""
-        alpha, gamma = self.numerator, self.denominator
-        total: Variable | float = alpha[j] * gamma[-1] - gamma[j] * alpha[-1]
-        for i, u in enumerate(terms):
-            k = alpha[j] * gamma[i] - gamma[j] * alpha[i]
-            if i != j and k != 0:
-                total = total + (u if k == 1 else -u if k == -1 else k * u)
-        return scaled * (total / c)
+        return scaled * (_cross_sum(j, terms, self.numerator, self.denominator, -1.0) / c)
 
     def _chained(self, j: int, written: tuple[Variable, Variable]):
         """αⱼ·ḡa + γⱼ·ḡc: the written quotient rule's partial for term j."""
-        parts = [k * g for k, g in ((self.numerator[j], written[0]), (self.denominator[j], written[1])) if k != 0]
-        return parts[0] + parts[1] if len(parts) == 2 else parts[0]
+        return _weighted((self.numerator[j], written[0]), (self.denominator[j], written[1]))
 
 
 def affine_quotient(a, c, terms, numerator, denominator) -> Variable:
@@ -118,23 +111,33 @@ class AffineProduct(SymbolicOp):
 
     def _summed(self, j: int, terms: list[Variable]):
         """αⱼc + γⱼa as Σᵢ (αⱼγᵢ + γⱼαᵢ)·uᵢ + αⱼγ₀ + γⱼα₀ (terms whose coefficients cancel left out)."""
-        alpha, gamma = self.first, self.second
-        total: Variable | float = alpha[j] * gamma[-1] + gamma[j] * alpha[-1]
-        for i, u in enumerate(terms):
-            k = alpha[j] * gamma[i] + gamma[j] * alpha[i]
-            if k != 0:
-                total = total + (u if k == 1 else -u if k == -1 else k * u)
-        return total
+        return _cross_sum(j, terms, self.first, self.second, 1.0)
 
     def _chained(self, j: int, g: Variable, a: Variable, c: Variable):
         """αⱼ·g·c + γⱼ·g·a: the written product rule's partial for term j."""
-        parts = [k * v for k, v in ((self.first[j], g * c), (self.second[j], g * a)) if k != 0]
-        return parts[0] + parts[1] if len(parts) == 2 else parts[0]
+        return _weighted((self.first[j], g * c), (self.second[j], g * a))
 
 
 def affine_product(a, c, terms, first, second) -> Variable:
     """a · c with the pullback of `AffineProduct` (a and c affine in `terms`, coefficients given)."""
     return AffineProduct(tuple(map(float, first)), tuple(map(float, second)))(a, c, *terms)
+
+
+def _cross_sum(j: int, terms: list[Variable], alpha: tuple[float, ...], gamma: tuple[float, ...], sign: float):
+    """αⱼ·(Σᵢ γᵢuᵢ + γ₀) + sign·γⱼ·(Σᵢ αᵢuᵢ + α₀), summed term by term: coefficient by coefficient,
+    so a term whose two parts cancel (uⱼ itself in a quotient's, sign -1) is left out exactly."""
+    total: Variable | float = alpha[j] * gamma[-1] + sign * gamma[j] * alpha[-1]
+    for i, u in enumerate(terms):
+        k = alpha[j] * gamma[i] + sign * gamma[j] * alpha[i]
+        if k != 0:
+            total = total + (u if k == 1 else -u if k == -1 else k * u)
+    return total
+
+
+def _weighted(*parts: tuple[float, Variable]) -> Variable:
+    """Σ k·v over the parts whose k is not 0 (at least one is)."""
+    kept = [k * v for k, v in parts if k != 0]
+    return kept[0] + kept[1] if len(kept) == 2 else kept[0]
 
 
 #: d/dx (sinh(x)/x) = x·Σ 2k·x^(2k-2)/(2k+1)!, k ≥ 1; 14 terms for x² < 4 (the 15th: 30·4¹⁴/31! of the first)

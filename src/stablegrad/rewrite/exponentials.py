@@ -847,7 +847,6 @@ def _quarter_pi_plus_half(theta: Variable, node: Apply) -> tuple[int, Variable] 
     dtype = node.outputs[0].dtype
     if not is_floating(dtype):
         return None
-    tolerance = 4 * float(np.finfo(dtype).eps)
     candidates = []
     total = owner(theta, Add)
     if total is not None:
@@ -856,13 +855,17 @@ def _quarter_pi_plus_half(theta: Variable, node: Apply) -> tuple[int, Variable] 
     if difference is not None:
         candidates.append((difference.inputs[0], difference.inputs[1], -1))
     for c, t, sign in candidates:
-        value = constant_value(c)
-        if value is None or abs(value / (np.pi / 4) - 1) > tolerance:
+        if not _is_quarter_pi(constant_value(c), dtype):
             continue
         core, scale = scaled_core(t)
         if abs(scale) == 0.5:
             return (1 if scale * sign > 0 else -1), core
     return None
+
+
+def _is_quarter_pi(value: float | None, dtype) -> bool:
+    """Whether a constant is π/4 to a few ulps of the (floating) dtype."""
+    return value is not None and abs(value / (np.pi / 4) - 1) <= 4 * float(np.finfo(dtype).eps)
 
 
 @rewrite(_S, _REC, Log)
@@ -904,9 +907,7 @@ def arctan_of_ratio_from_arctan_minus_quarter_pi(node):
     inner = owner(a, Arctan)
     dtype = node.outputs[0].dtype
     value = constant_value(quarter)
-    if inner is None or value is None or not is_floating(dtype):
-        return None
-    if abs(value / (np.pi / 4) - 1) > 4 * float(np.finfo(dtype).eps):
+    if inner is None or not is_floating(dtype) or not _is_quarter_pi(value, dtype):
         return None
     r = inner.inputs[0]
     u = _exp_argument(r)
