@@ -258,6 +258,21 @@ def test_stop_gradient_keeps_its_meaning(x64):
     np.testing.assert_allclose(grad, x[0] * np.asarray(jax.nn.softmax(x)), rtol=1e-14, atol=1e-300)
 
 
+def test_products_are_rounded_as_jax_jit_rounds_them(x64):
+    """No guard against XLA's fused multiply-adds (that is `backend="jax"`'s promise): the
+    lowered code rounds `a*b - a*c` exactly as the user's own `jax.jit` of it does."""
+
+    def f(a, b, c):
+        return a * b - a * c
+
+    rng = np.random.default_rng(7)
+    a, b = jnp.asarray(rng.normal(size=1000)), jnp.asarray(rng.uniform(1.0, 2.0, size=1000))
+    ours, theirs = jax.jit(stabilize(f))(a, b, b), jax.jit(f)(a, b, b)
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    jaxpr = str(jax.make_jaxpr(stabilize(f))(a, b, b))
+    assert "select_n" not in jaxpr, jaxpr
+
+
 # -- pytrees and static arguments ------------------------------------------------------------------------------
 def test_pytrees_in_and_out(x64):
     def model(params, data):

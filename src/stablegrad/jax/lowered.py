@@ -38,6 +38,7 @@ import numpy as np
 
 from ..autodiff import vjp
 from ..backends.jax_backend import flags
+from ..backends.jax_backend.lowerings import xla_rounding
 from ..backends.jax_backend.trace import Plan, evaluate
 from ..backends.jax_backend.whole import runs_whole
 from ..graph.basic import Constant, Variable, Zero, ancestors, substitute, toposort
@@ -148,7 +149,8 @@ def _run(plan: Plan, values: Sequence) -> list:
     def run(speculate: bool) -> tuple[list, flags.Flags]:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Explicitly requested dtype (float|int)64", category=UserWarning)
-            results, raised = flags.traced(lambda: evaluate(plan, values), speculate=speculate)
+            with xla_rounding():
+                results, raised = flags.traced(lambda: evaluate(plan, values), speculate=speculate)
             return [jnp.asarray(r, dtype=np.dtype(v.dtype)) for r, v in zip(results, plan.outputs)], raised
 
     cheap, raised = run(speculate=True)
