@@ -185,6 +185,8 @@ PIECES = [
     Piece("log(x + sqrt(x * x + c))", lambda x, c: sg.log(x + sg.sqrt(x * x + c(1.0)))),
     Piece("exp(x) - c + exp(-x)", lambda x, c: sg.exp(x) - c(2.0) + sg.exp(-x)),
     Piece("sqrt(x + c) - sqrt(x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(x)),
+    Piece("(x + c) ** c2 - x ** c2", lambda x, c: (x + c(1.0)) ** c(0.25) - x ** c(0.25)),
+    Piece("c / sqrt(x) - c / sqrt(x + c)", lambda x, c: c(1.0) / sg.sqrt(x) - c(1.0) / sg.sqrt(x + c(1.0))),
     Piece("c * exp(x) + c / exp(x)", lambda x, c: c(0.5) * sg.exp(x) + c(0.5) / sg.exp(x)),
     Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),
     Piece("log(x + c) - log(x)", lambda x, c: sg.log(x + c(1.0)) - sg.log(x)),
@@ -266,6 +268,7 @@ PIECES = [
     Piece("c * exp(x) - c2 / exp(x)", lambda x, c: c(0.5) * sg.exp(x) - c(0.25) / sg.exp(x)),
     Piece("c * cosh(x) - c2", lambda x, c: c(2.0) * sg.cosh(x) - c(1.0)),
     Piece("sqrt(x + c) - sqrt(c2 * x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(c(2.0) * x)),
+    Piece("(x + c) ** c2 - x ** c3", lambda x, c: (x + c(1.0)) ** c(0.25) - x ** c(0.5)),
     Piece("log(x + c) - log(c2 * x)", lambda x, c: sg.log(x + c(1.0)) - sg.log(c(2.0) * x)),
     Piece(
         "where(x > c, (x + c2) * log(x + c3) - x * log(x), c)",

@@ -30,6 +30,10 @@ def _sqrt(v):
     return mp.nan if mp.isnan(v) or v < 0 else mp.sqrt(v)
 
 
+def _rsqrt(v):
+    return mp.inf if v == 0 else 1 / _sqrt(v)
+
+
 def _power(base, a):
     return mp.nan if mp.isnan(base) or base < 0 else mp.power(base, a)
 
@@ -531,6 +535,26 @@ CASES = [
         (1e-30, 1e-6, 0.5, 3.0, 1e10, 1e30),
         lambda x: sg.sqrt(x + 1.0) - sg.sqrt(2.0 * x),
         (NAN, 0.0),
+    ),
+    Case(  # (as 1/sqrt(x) too: a test of its own, for 1/sqrt(-0) = -inf, which mpmath's 0 has no sign for)
+        "x ** -0.5 - (x + 1) ** -0.5",
+        "expm1_from_difference_of_shifted_powers",
+        lambda x: x**-0.5 - (x + 1.0) ** -0.5,
+        lambda x, k: _rsqrt(x) - _rsqrt(x + 1),
+        (1e-200, 1e-20, 0.5, 3.0, 1e10, 1e20, 1e300),
+        (1e-20, 1e-6, 0.5, 3.0, 1e10, 1e30),
+        lambda x: x**-0.5 - (2.0 * x + 1.0) ** -0.5,
+        (0.0, 0.0),  # (C's pow: (-inf) ** -0.5 is 0, as written)
+    ),
+    Case(
+        "(x + 1) ** 0.25 - x ** 0.25",
+        "expm1_from_difference_of_shifted_powers",
+        lambda x: (x + 1.0) ** 0.25 - x**0.25,
+        lambda x, k: _power(x + 1, k(0.25)) - _power(x, k(0.25)),
+        (1e-300, 1e-20, 0.5, 3.0, 1e10, 1e20, 1e300),
+        (1e-30, 1e-6, 0.5, 3.0, 1e10, 1e30),
+        lambda x: (x + 1.0) ** 0.25 - x**0.5,
+        (NAN, NAN),  # (inf - inf, as written)
     ),
     Case(
         "(1 + x) ** 3.5 - 1",
@@ -1125,6 +1149,50 @@ def test_powers_of_sigmoids_that_underflow():
     with np.errstate(all="ignore"):
         written = sg.function([s, c], y, recognition=False)(*args)
     assert written[0] == 0.0 and written[1] == 0.0
+
+
+def test_reciprocal_roots_of_shifted_arguments():
+    """1/√x - 1/√(x + 1) as written in Herbie's 2isqrt: the value and derivative to a few ulps of
+    the exact ones where the written difference keeps no digit (x = 1e20), and 1/√(±0) as written."""
+    x = sg.vector("x")
+    y = 1.0 / sg.sqrt(x) - 1.0 / sg.sqrt(x + 1.0)
+    f = sg.function([x], [y, *sg.grad(sg.sum(y), [x])])
+    assert "[expm1_from_difference_of_shifted_powers]" in f.explain()
+    points = [1e-200, 0.5, 3.0, 1e10, 1e20, 1e300]
+    value, grad = f(np.array(points))
+    with mp.workdps(700):
+        xs = [mp.mpf(p) for p in points]
+        exact = [1 / mp.sqrt(v) - 1 / mp.sqrt(v + 1) for v in xs]
+        slope = [(-1 / mp.sqrt(v) ** 3 + 1 / mp.sqrt(v + 1) ** 3) / 2 for v in xs]
+    np.testing.assert_allclose(value, [float(e) for e in exact], rtol=8 * np.finfo(float).eps)
+    np.testing.assert_allclose(grad, [float(e) for e in slope], rtol=8 * np.finfo(float).eps)
+    with np.errstate(all="ignore"):
+        at_zero = f(np.array([0.0, -0.0]))[0]
+    assert at_zero[0] == np.inf and at_zero[1] == -np.inf  # 1/√0 - 1 and 1/√(-0) - 1, as written
+    assert sg.function([x], 1.0 / (x + 1.0) ** 0.5 - 1.0 / x**0.5).explain().count("shifted_powers") == 0
+
+
+def test_difference_of_powers_with_a_variable_exponent():
+    """(x + 1)**(1/n) - x**(1/n) (Herbie's 2nthrt): the value and both partials, also for a tiny
+    exponent below x = 1 (where the powers sit within an ulp of each other too) and for x = 1e-300,
+    where the chain rule's (1/x)/x would overflow; two different exponents do not fire."""
+    x, n = sg.vector("x"), sg.vector("n")
+    y = (x + 1.0) ** (1.0 / n) - x ** (1.0 / n)
+    f = sg.function([x, n], [y, *sg.grad(sg.sum(y), [x, n])])
+    assert "[expm1_from_difference_of_shifted_powers]" in f.explain()
+    points = [(1e16, 3.0), (1e300, 5.0), (0.5, 1e20), (1e-300, 1e20), (3.0, -2.0)]
+    args = [np.array(column) for column in zip(*points)]
+    got = f(*args)
+    with mp.workdps(700):
+        for i, (px, pn) in enumerate(points):
+            X, N, P = mp.mpf(px), mp.mpf(pn), mp.mpf(1.0 / pn)  # (the exponent as the program rounds it)
+            exact = (X + 1) ** P - X**P
+            d_x = P * ((X + 1) ** (P - 1) - X ** (P - 1))
+            d_n = -((X + 1) ** P * mp.log(X + 1) - X**P * mp.log(X)) / N**2
+            for computed, e in zip((got[0][i], got[1][i], got[2][i]), (exact, d_x, d_n)):
+                assert abs(computed - float(e)) <= 16 * np.finfo(float).eps * abs(float(e)), (px, pn, computed, e)
+    other = (x + 1.0) ** (1.0 / n) - x ** (2.0 / n)
+    assert "shifted_powers" not in sg.function([x, n], other).explain()
 
 
 def test_one_is_not_the_only_constant_near_one():

@@ -12,7 +12,8 @@ root-difference benchmarks):
   `exp(c·log_sigmoid(s))` (so products of such powers meet as exp_of_sum);
 - quotients by exp and cosh: `a / exp(x)` is `a·exp(-x)`, `a / (c·cosh(x))` is `a·sech(x)/c`;
 - a difference of square roots: `√(x + c) - √x` is `c / (√(x + c) + √x)`;
-- a power near one: `(1 + t)**a - 1` is `expm1(a·log1p(t))` where |a·log1p(t)| < 1;
+- a power near one: `(1 + t)**a - 1` is `expm1(a·log1p(t))` where |a·log1p(t)| < 1, and a
+  difference of powers `(x + c)**p - x**p` is `x**p·expm1(p·log1p(c/x))` where |p·log1p(c/x)| ≤ 1;
 - logs of shifted arguments: `log(x + c) - log(x)` is `log1p(c/x)`, and the difference of
   entropy-like terms `(x + c)·log(x + c) - x·log(x)` is `c·log(x + c) + x·log1p(c/x)`, both where
   x > |c| (elsewhere the written difference is accurate, or -inf/NaN as written);
@@ -419,6 +420,67 @@ def expm1_from_power_near_one(node):
         # (an Add, which this rule does not match: the written branch is not rewritten again)
         written = power_side + (-1.0) if sign == 1.0 else negate(power_side) + 1.0
         return fits(where(less(absolute(y), 1.0), near_one, written), node)
+    return None
+
+
+# -- a difference of powers of shifted bases ------------------------------------------------------------
+def _power_form(v: Variable) -> tuple[Variable, Variable] | None:
+    """(base, exponent) for v = base ** exponent or 1/√base (exponent -1/2); not √base, whose
+    differences `conjugate_from_difference_of_roots` takes."""
+    power = owner(v, Power)
+    if power is not None:
+        return None if is_constant(power.inputs[1], 0.5) else (power.inputs[0], power.inputs[1])
+    reciprocal, quotient = owner(v, Reciprocal), owner(v, Divide)
+    if reciprocal is not None:
+        root = owner(reciprocal.inputs[0], Sqrt)
+    elif quotient is not None and is_constant(quotient.inputs[0], 1.0):
+        root = owner(quotient.inputs[1], Sqrt)
+    else:
+        return None
+    return None if root is None else (root.inputs[0], constant(-0.5, v.dtype))
+
+
+def _same_exponent(p: Variable, q: Variable) -> bool:
+    if p is q:
+        return True
+    value = constant_value(p)
+    return value is not None and value == constant_value(q)
+
+
+@rewrite(_S, _REC, Subtract)
+def expm1_from_difference_of_shifted_powers(node):
+    """(x + c)**p - x**p → x**p · expm1(p·log1p(c/x)) (and x**p - (x + c)**p its negation), c a
+    non-zero constant, p any exponent (a constant or a variable, `1/sqrt(·)` as p = -1/2), where
+    |p·log1p(c/x)| ≤ 1; elsewhere the difference as written.
+
+    Written, the two powers agree in their leading digits for x >> |p·c| and the difference keeps
+    only their rounding: (x + 1)**(1/n) - x**(1/n) and 1/√x - 1/√(x + 1) lose every digit by
+    x ≈ 2⁵³ (Herbie's "2nthrt" and "2isqrt"), and their derivatives, differences of the same kind,
+    with them. Where |p·log1p(c/x)| > 1 the powers differ by a factor e or more, the written
+    difference is accurate, and expm1's argument would carry |p·log1p(c/x)| ulps: it stays there,
+    as it does where 1 + c/x ≤ 0 or x = 0 (log1p is NaN or ±inf). √(x + c) - √x is the conjugate
+    rule's. A base that is not x plus a constant, or two different exponents, must not fire.
+    """
+    if not is_floating(node.outputs[0].dtype):
+        return None
+    a, b = node.inputs
+    for shifted, plain, sign in ((a, b, 1.0), (b, a, -1.0)):
+        top, bottom = _power_form(shifted), _power_form(plain)
+        if top is None or bottom is None or not _same_exponent(top[1], bottom[1]):
+            continue
+        pair = _shift(top[0])
+        if pair is None or pair[0] is not bottom[0]:
+            continue
+        x, c = pair
+        # log(1 + c/x): below |x| = |c| as the difference of logs, whose derivative 1/(x + c) - 1/x
+        # does not overflow as the chain rule's (c/x)/x does at x = 1e-300
+        ratio = where(greater_equal(absolute(x), absolute(c)), log1p(c / x), log(x + c) - log(x))
+        y = bottom[1] * ratio
+        near = plain * expm1(y)
+        close = less_equal(absolute(y), 1.0)
+        # (a difference of two wheres, which this rule does not match: the written branch stays)
+        written = where(close, 0.0, a) - where(close, 0.0, b)
+        return fits(where(close, near if sign == 1.0 else negate(near), written), node)
     return None
 
 
@@ -1074,6 +1136,7 @@ RULES = (
     sine_squared_from_one_minus_cos,
     conjugate_from_difference_of_roots,
     expm1_from_power_near_one,
+    expm1_from_difference_of_shifted_powers,
     log1p_from_difference_of_shifted_logs,
     log1p_from_difference_of_x_log_x,
     inverse_hyperbolic_from_log,
