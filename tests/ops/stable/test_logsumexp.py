@@ -96,7 +96,9 @@ def test_logsumexp_weighted_matches_scipy(x, data):
         rest = np.sum(np.where(live == top, 0.0, b * np.exp(live - top)), axis=-1)
     rounded_total = rest > lead
     with mp.workdps(50):
-        exact = np.array([float(mp.log(mp.fsum(wi * mp.exp(mp.mpf(xi)) for xi, wi in zip(r, w)))) for r, w in zip(x, b)])
+        exact = np.array(
+            [float(mp.log(mp.fsum(wi * mp.exp(mp.mpf(xi)) for xi, wi in zip(r, w)))) for r, w in zip(x, b)]
+        )
     eps = np.finfo(np.float64).eps
     for i in range(len(out)):
         if rounded_total[i]:
