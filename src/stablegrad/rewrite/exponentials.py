@@ -458,7 +458,7 @@ def expm1_from_difference_of_shifted_powers(node):
     x ≈ 2⁵³ (Herbie's "2nthrt" and "2isqrt"), and their derivatives, differences of the same kind,
     with them. Where |p·log1p(c/x)| > 1 the powers differ by a factor e or more, the written
     difference is accurate, and expm1's argument would carry |p·log1p(c/x)| ulps: it stays there,
-    as it does where 1 + c/x ≤ 0 or x = 0 (log1p is NaN or ±inf). √(x + c) - √x is the conjugate
+    as it does where 1 + c/x ≤ 0 or x = 0 (where the log of 1 + c/x is NaN or ±inf). √(x + c) - √x is the conjugate
     rule's. A base that is not x plus a constant, or two different exponents, must not fire.
     """
     if not is_floating(node.outputs[0].dtype):
