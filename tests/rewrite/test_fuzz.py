@@ -186,6 +186,7 @@ PIECES = [
     Piece("exp(x) - c + exp(-x)", lambda x, c: sg.exp(x) - c(2.0) + sg.exp(-x)),
     Piece("sqrt(x + c) - sqrt(x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(x)),
     Piece("(x + c) ** c2 - x ** c2", lambda x, c: (x + c(1.0)) ** c(0.25) - x ** c(0.25)),
+    Piece("e ** x - c", lambda x, c: c(np.e) ** x - c(1.0)),
     Piece("c / sqrt(x) - c / sqrt(x + c)", lambda x, c: c(1.0) / sg.sqrt(x) - c(1.0) / sg.sqrt(x + c(1.0))),
     Piece("c * exp(x) + c / exp(x)", lambda x, c: c(0.5) * sg.exp(x) + c(0.5) / sg.exp(x)),
     Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),

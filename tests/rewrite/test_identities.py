@@ -536,6 +536,16 @@ CASES = [
         lambda x: sg.sqrt(x + 1.0) - sg.sqrt(2.0 * x),
         (NAN, 0.0),
     ),
+    Case(  # (e is read as e: its float's own rounding moved the written power by x·5e-17)
+        "e ** x - 1",
+        "exp_from_power_of_e",
+        lambda x: np.e**x - 1.0,
+        lambda x, k: mp.exp(x) - 1,
+        (-700.0, -1.0, -1e-20, 0.0, 1e-20, 0.5, 3.0, 700.0),
+        (-80.0, -1.0, -1e-20, 0.0, 1e-20, 0.5, 3.0, 80.0),
+        lambda x: 2.718**x - 1.0,
+        (-1.0, INF),
+    ),
     Case(  # (as 1/sqrt(x) too: a test of its own, for 1/sqrt(-0) = -inf, which mpmath's 0 has no sign for)
         "x ** -0.5 - (x + 1) ** -0.5",
         "expm1_from_difference_of_shifted_powers",

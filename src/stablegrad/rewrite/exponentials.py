@@ -12,6 +12,7 @@ root-difference benchmarks):
   `exp(c·log_sigmoid(s))` (so products of such powers meet as exp_of_sum);
 - quotients by exp and cosh: `a / exp(x)` is `a·exp(-x)`, `a / (c·cosh(x))` is `a·sech(x)/c`;
 - a difference of square roots: `√(x + c) - √x` is `c / (√(x + c) + √x)`;
+- powers of e: `e**x` is `exp(x)`, so that the rules reading exp see it;
 - a power near one: `(1 + t)**a - 1` is `expm1(a·log1p(t))` where |a·log1p(t)| < 1, and a
   difference of powers `(x + c)**p - x**p` is `x**p·expm1(p·log1p(c/x))` where |p·log1p(c/x)| ≤ 1;
 - logs of shifted arguments: `log(x + c) - log(x)` is `log1p(c/x)`, and the difference of
@@ -42,6 +43,7 @@ import numpy as np
 from ..graph.basic import Apply, Variable, constant
 from ..graph.types import is_floating
 from ..ops import stable
+from ..ops.base import astype
 from ..ops.elementwise import (
     Abs,
     Add,
@@ -421,6 +423,25 @@ def expm1_from_power_near_one(node):
         written = power_side + (-1.0) if sign == 1.0 else negate(power_side) + 1.0
         return fits(where(less(absolute(y), 1.0), near_one, written), node)
     return None
+
+
+# -- powers of e -----------------------------------------------------------------------------------------
+@rewrite(_S, _REC, Power)
+def exp_from_power_of_e(node):
+    """e ** x → exp(x), e the constant `math.e` (to a few ulps of the result's dtype).
+
+    Written as a power, the exponential is not one to the rules that read exp: `e**x - 1` cancels
+    below |x| ≈ 1e-16 (0 at x = 1e-20, where expm1 gives 1e-20), and `log(e**x)` overflows past
+    x ≈ 709. The constant is read as e, as the user meant it: the float's own rounding (a relative
+    5e-17) moved pow's answer by x·5e-17, within the power's conditioning of |x| ulps. Another base
+    must not fire, nor an integer result.
+    """
+    base, x = node.inputs
+    dtype = node.outputs[0].dtype
+    value = constant_value(base)
+    if not is_floating(dtype) or value is None or abs(value / math.e - 1) > 4 * float(np.finfo(dtype).eps):
+        return None
+    return fits(exp(x if x.dtype == dtype else astype(x, dtype)), node)
 
 
 # -- a difference of powers of shifted bases ------------------------------------------------------------
@@ -1137,6 +1158,7 @@ RULES = (
     conjugate_from_difference_of_roots,
     expm1_from_power_near_one,
     expm1_from_difference_of_shifted_powers,
+    exp_from_power_of_e,
     log1p_from_difference_of_shifted_logs,
     log1p_from_difference_of_x_log_x,
     inverse_hyperbolic_from_log,
