@@ -101,6 +101,7 @@ from .patterns import (
     is_negation,
     negate,
     owner,
+    reads_as,
     scaled_core,
     square_of,
     terms_with_signs,
@@ -439,7 +440,7 @@ def exp_from_power_of_e(node):
     base, x = node.inputs
     dtype = node.outputs[0].dtype
     value = constant_value(base)
-    if not is_floating(dtype) or value is None or abs(value / math.e - 1) > 4 * float(np.finfo(dtype).eps):
+    if not is_floating(dtype) or not reads_as(value, math.e, dtype):
         return None
     return fits(exp(x if x.dtype == dtype else astype(x, dtype)), node)
 
@@ -479,8 +480,9 @@ def expm1_from_difference_of_shifted_powers(node):
     x ≈ 2⁵³ (Herbie's "2nthrt" and "2isqrt"), and their derivatives, differences of the same kind,
     with them. Where |p·log1p(c/x)| > 1 the powers differ by a factor e or more, the written
     difference is accurate, and expm1's argument would carry |p·log1p(c/x)| ulps: it stays there,
-    as it does where 1 + c/x ≤ 0 or x = 0 (where the log of 1 + c/x is NaN or ±inf). √(x + c) - √x is the conjugate
-    rule's. A base that is not x plus a constant, or two different exponents, must not fire.
+    as it does where 1 + c/x ≤ 0 or x = 0 (where the log of 1 + c/x is NaN or ±inf). √(x + c) - √x
+    is the conjugate rule's. A base that is not x plus a constant, or two different exponents, must
+    not fire.
     """
     if not is_floating(node.outputs[0].dtype):
         return None
@@ -938,17 +940,12 @@ def _quarter_pi_plus_half(theta: Variable, node: Apply) -> tuple[int, Variable] 
     if difference is not None:
         candidates.append((difference.inputs[0], difference.inputs[1], -1))
     for c, t, sign in candidates:
-        if not _is_quarter_pi(constant_value(c), dtype):
+        if not reads_as(constant_value(c), np.pi / 4, dtype):
             continue
         core, scale = scaled_core(t)
         if abs(scale) == 0.5:
             return (1 if scale * sign > 0 else -1), core
     return None
-
-
-def _is_quarter_pi(value: float | None, dtype) -> bool:
-    """Whether a constant is π/4 to a few ulps of the (floating) dtype."""
-    return value is not None and abs(value / (np.pi / 4) - 1) <= 4 * float(np.finfo(dtype).eps)
 
 
 @rewrite(_S, _REC, Log)
@@ -990,7 +987,7 @@ def arctan_of_ratio_from_arctan_minus_quarter_pi(node):
     inner = owner(a, Arctan)
     dtype = node.outputs[0].dtype
     value = constant_value(quarter)
-    if inner is None or not is_floating(dtype) or not _is_quarter_pi(value, dtype):
+    if inner is None or not is_floating(dtype) or not reads_as(value, np.pi / 4, dtype):
         return None
     r = inner.inputs[0]
     u = _exp_argument(r)

@@ -39,13 +39,21 @@ from ..ops.elementwise import (
 )
 from ..ops.math import Cosh, Erf, Erfc, Exp, Log, Log1p, Ndtr, erf, erfc, erfcx, expm1, log, ndtr
 from .engine import Kind, Phase, rewrite
-from .patterns import constant_value, fits, is_constant, is_negation, negate, owner, scaled_core, square_of
+from .patterns import (
+    constant_value,
+    fits,
+    is_constant,
+    is_negation,
+    negate,
+    owner,
+    reads_as,
+    scaled_core,
+    square_of,
+)
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
 _SQRT2 = math.sqrt(2.0)
-#: how far (in ulps of the operand's dtype) a written √2 or 1/√2 may be from the true one
-_CONSTANT_ULPS = 4
 
 
 def _in_dtype_of(result: Variable, node: Apply) -> Variable:
@@ -158,9 +166,8 @@ def _normal_argument(t: Variable, sign: float, node: Apply) -> Variable | None:
     if not is_floating(dtype):
         return None
     core, scale = scaled_core(t)
-    tolerance = _CONSTANT_ULPS * float(np.finfo(dtype).eps)
     for direction in (1.0, -1.0):
-        if abs(scale * _SQRT2 * sign * direction - 1.0) <= tolerance:
+        if reads_as(scale * _SQRT2 * sign * direction, 1.0, dtype):
             z = _float_operand(core, node.outputs[0])
             return z if direction == 1.0 else negate(z)
     return None

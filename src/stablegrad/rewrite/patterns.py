@@ -58,6 +58,16 @@ def constant_value(v: Variable) -> float | None:
     return float(first)
 
 
+#: how far (in ulps of the result's dtype) a written transcendental constant may be from the true one
+_CONSTANT_ULPS = 4
+
+
+def reads_as(value: float | None, target: float, dtype) -> bool:
+    """Whether a written constant is `target` (π/4, e, 1/√2, ...) to a few ulps of the floating
+    `dtype`: the user's float of the number, which a rule may read as the number itself."""
+    return value is not None and abs(value / target - 1) <= _CONSTANT_ULPS * float(np.finfo(dtype).eps)
+
+
 def is_count(v: Variable) -> bool:
     """Whether v is a number of entries: a product of extents, perhaps cast (mean's divisor)."""
     node = v.owner
