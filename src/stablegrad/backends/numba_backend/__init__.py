@@ -6,7 +6,9 @@ compiled kernels where a node has one.
   chooses, `loop_source.py` writes its loop nest): one pass over the data, no temporaries.
 - The logsumexp family over long rows runs as row kernels (`kernels.py`): logsumexp, its
   pullback `g[..., None] * softmax(x)` as one node, and both together where a function
-  computes both (`row_pairs.py`), two or three passes over each row.
+  computes both (`row_pairs.py`), two or three passes over each row.  Logsumexp and its
+  gradient over leading axes (an HMM step's `logsumexp(alpha[:, None] + log_A, axis=0)`)
+  run the same passes down the columns.
 - Every other node runs as on the NumPy backend.
 
 Generated kernels are compiled on first use and kept on disk (`cache.py`), so a later process
@@ -31,7 +33,7 @@ from ...ops.stable.logsumexp import LogSumExpGrad
 from ..interface import Options
 from ..numpy_program import Program, runs_whole
 from ..provenance import CheckedProgram
-from ..row_pairs import LogSumExpAndScaledSoftmax, ScaledSoftmax, fused, over_rows
+from ..row_pairs import FLOATS, LogSumExpAndScaledSoftmax, ScaledSoftmax, fused, over_rows
 from . import kernels as k
 from .cache import compiled
 from .loop_source import kernel as loop_kernel
@@ -83,7 +85,38 @@ def kernel_for(node: Apply, threads: int = 1) -> Callable | None:
         return functools.partial(rows.logsumexp, keepdims=op.keepdims)
     if isinstance(op, LogSumExpGrad) and over_rows(x, op.axes):
         return rows.softmax
+    leading = _leading(x, op.axes) if isinstance(op, (LogSumExp, LogSumExpGrad)) else 0
+    if leading and isinstance(op, LogSumExp) and op.plain:
+        return functools.partial(_logsumexp_down, leading=leading, keepdims=op.keepdims)
+    if leading and isinstance(op, LogSumExpGrad):
+        return functools.partial(_softmax_down, leading=leading)
     return None
+
+
+def _leading(x, axes) -> int:
+    """k where `axes` are x's first k axes and leave at least one (float x), else 0."""
+    k = len(axes)
+    if x.dtype not in FLOATS or not 0 < k < x.ndim or sorted(a % x.ndim for a in axes) != list(range(k)):
+        return 0
+    return k
+
+
+def _down(x: np.ndarray, leading: int) -> np.ndarray:
+    """x as a C-ordered matrix: its first `leading` axes down, the others across."""
+    return np.ascontiguousarray(x).reshape(math.prod(x.shape[:leading]), math.prod(x.shape[leading:]))
+
+
+def _logsumexp_down(x, leading: int, keepdims: bool):
+    out = np.empty(math.prod(x.shape[leading:]), dtype=x.dtype)
+    k.logsumexp_down(_down(x, leading), out)
+    return out.reshape((1,) * leading + x.shape[leading:] if keepdims else x.shape[leading:])
+
+
+def _softmax_down(x, leading: int):
+    rows = _down(x, leading)
+    out = np.empty(rows.shape, dtype=x.dtype)
+    k.softmax_down(rows, out)
+    return out.reshape(x.shape)
 
 
 def _rows(x: np.ndarray) -> np.ndarray:

@@ -541,6 +541,51 @@ def short_rows(x, scale, lse, out, softmax):
         _short_block(x, scale, lse, out, softmax, b0)
 
 
+# -- reductions over the leading axes (`x` as a C-ordered matrix whose rows are reduced):
+# each of x's own rows is a column in the short-row kernels' sense, so their column passes
+# run on it as it is, vectorised along it; an HMM step's logsumexp down the columns of an
+# 8 x 8 matrix is one call instead of a dozen NumPy calls on 64 numbers (9 µs -> 1 µs)
+@_compiled()
+def _down_max(x):
+    """The max of each column of x (NaN where the column has one, -inf where it is empty)."""
+    m = np.full(x.shape[1], -np.inf)
+    has_nan = np.zeros(x.shape[1], dtype=np.bool_)
+    for i in range(x.shape[0]):
+        column_max(x[i], m, has_nan)
+    for j in range(x.shape[1]):
+        m[j] = np.nan if has_nan[j] else m[j]
+    return m
+
+
+@_compiled()
+def logsumexp_down(x, lse):
+    """lse[j] = logsumexp(x[:, j])."""
+    m = _down_max(x)
+    rest = np.zeros(x.shape[1])
+    ties = np.zeros(x.shape[1])
+    terms = np.empty(x.shape[1])
+    for i in range(x.shape[0]):
+        terms[:] = x[i]
+        column_terms(terms, m, rest, ties)
+    column_logsumexp(m, rest, ties, lse)
+
+
+@_compiled()
+def softmax_down(x, out):
+    """out[:, j] = softmax(x[:, j]): the gradient of logsumexp down the columns."""
+    m = _down_max(x)
+    rest = np.zeros(x.shape[1])
+    ties = np.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        out[i] = x[i]
+        column_terms(out[i], m, rest, ties)
+    for j in range(x.shape[1]):
+        rest[j] += ties[j]  # (now each column's total)
+    scale = np.ones(x.shape[1])
+    for i in range(x.shape[0]):
+        column_softmax(out[i], rest, m, scale)
+
+
 # -- the same over several threads (`sg.function(..., threads=n)`): rows or blocks of rows
 # are independent, so each thread takes some, and the values are the serial kernels' exactly
 def _parallel():
