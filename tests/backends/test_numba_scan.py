@@ -58,6 +58,19 @@ def test_an_hmm_forward_recursion_and_its_gradient_run_as_compiled_loops(compile
     assert len(compiled_loops) == 2 and all(compiled_loops)  # the forward loop and its pullback's
 
 
+def test_a_loop_stores_only_the_history_that_is_read(compiled_loops):
+    """The forward loop stores the alphas its pullback reads back; the pullback's loop, whose
+    carries are accumulators nobody reads step by step, and a value-only loop store none."""
+    inputs, outputs = _hmm(40, 3)
+    values = [RNG.normal(size=(3, 3)), RNG.normal(size=(40, 3)), RNG.normal(size=3)]
+    _same(inputs, outputs, values, rtol=1e-13)
+    forward, pullback = compiled_loops
+    assert "h0[t] = c0" in forward
+    assert "h0[t]" not in pullback and "h1[t]" not in pullback
+    _same(inputs, outputs[:1], values, rtol=1e-13)
+    assert "h0[t]" not in compiled_loops[2]
+
+
 def test_impossible_transitions_keep_the_gradient_finite(compiled_loops):
     with np.errstate(divide="ignore"):
         log_a = np.log(np.triu(RNG.uniform(0.1, 1.0, size=(5, 5))))  # -inf below the diagonal

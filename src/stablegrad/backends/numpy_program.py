@@ -61,8 +61,9 @@ def runs_whole(op: Op) -> bool:
 
 
 #: a backend built on this executor (Numba) may offer its own kernel for a node: one that
-#: computes the same values, or None for the NumPy implementation
-Kernels = Callable[[Apply], Callable | None]
+#: computes the same values, or None for the NumPy implementation; it is told which of the
+#: node's outputs the program never reads (by index), which it need not compute
+Kernels = Callable[[Apply, frozenset[int]], Callable | None]
 
 
 class Program:
@@ -105,12 +106,13 @@ class Program:
         self.nslots = len(slot)
 
         def run_node(node: Apply, ins: list[int], outs: list[int]) -> Callable:
-            kernel = kernels(node) if kernels is not None else None
+            unread = frozenset(k for k, s in enumerate(outs) if s not in read)
+            kernel = kernels(node, unread) if kernels is not None else None
             if kernel is not None:
                 return kernel
             if isinstance(node.op, IndexUpdate) and ins[0] in owned:
                 return node.op.perform_in_place
-            return implementation(node.op, frozenset(k for k, s in enumerate(outs) if s not in read))
+            return implementation(node.op, unread)
 
         self.steps = [
             (

@@ -68,13 +68,14 @@ class NumbaBackend:
         )
 
 
-def kernel_for(node: Apply, threads: int = 1) -> Callable | None:
-    """A compiled kernel for this node, or None to run it as the NumPy backend does."""
+def kernel_for(node: Apply, unread: frozenset[int] = frozenset(), threads: int = 1) -> Callable | None:
+    """A compiled kernel for this node, or None to run it as the NumPy backend does; `unread`
+    are the indices of the outputs nothing reads."""
     op = node.op
     if isinstance(op, Loop):
         return loop_kernel(op, compiled, threads)
     if isinstance(op, Scan):
-        return scan_kernel(op, compiled)  # (one step after another: a loop has no rows to split)
+        return scan_kernel(op, compiled, unread)  # (one step after another: a loop has no rows to split)
     x = node.inputs[0]
     rows = _RowKernels(threads)
     if isinstance(op, ScaledSoftmax):

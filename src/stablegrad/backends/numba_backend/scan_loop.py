@@ -26,9 +26,16 @@ from .loop_source import warn_unsupported
 from .program_code import HEADER, array_constants, translate
 
 
-def scan_kernel(op: Scan, compiled: Callable[[str, str], Callable]) -> Callable:
-    """The Scan node's implementation: the compiled loop where the body allows, else NumPy's."""
+def scan_kernel(op: Scan, compiled: Callable[[str, str], Callable], unread: frozenset[int] = frozenset()) -> Callable:
+    """The Scan node's implementation: the compiled loop where the body allows, else NumPy's.
+
+    The history of a carry that nothing reads (`unread` indexes the node's outputs: carries,
+    ys, histories) is not stored: a gradient's scan carries its accumulators, whose every
+    step would otherwise be copied out (an HMM's 8 x 8 one: 9 % of its backward loop).  Its
+    output is then an array of the right shape whose entries were never written."""
     loops: dict[tuple, Callable | None] = {}  # per shapes of the arguments
+    first_history = op.n_carry + op.n_ys
+    stored = tuple(i for i in range(op.n_carry) if first_history + i not in unread)
 
     def run(*arrays):
         n_carry, n_xs = op.n_carry, op.n_xs
@@ -43,7 +50,7 @@ def scan_kernel(op: Scan, compiled: Callable[[str, str], Callable]) -> Callable:
         program = numpy_loops.body_program(op.inner, shapes)
         key = (shapes, id(program))
         if key not in loops:
-            text = loop_source(program, n_carry, len(xs), op.n_ys)
+            text = loop_source(program, n_carry, len(xs), op.n_ys, stored)
             loops[key] = compiled(text, "loop") if text is not None else None
         fn = loops[key]
         if fn is None:
@@ -73,9 +80,10 @@ def scan_kernel(op: Scan, compiled: Callable[[str, str], Callable]) -> Callable:
     return run
 
 
-def loop_source(program: Program, n_carry: int, n_xs: int, n_ys: int) -> str | None:
+def loop_source(program: Program, n_carry: int, n_xs: int, n_ys: int, stored: tuple[int, ...]) -> str | None:
     """Numba source of `loop(carries..., xs..., consts..., constants..., history..., ys..., steps, reverse)`,
-    or None where the step program has a node or shape it cannot compile."""
+    or None where the step program has a node or shape it cannot compile.  The carries entering
+    each step are stored in the history of those in `stored` only."""
     inputs = program.input_slots
     carries, slices, consts = inputs[:n_carry], inputs[n_carry : n_carry + n_xs], inputs[n_carry + n_xs :]
     named = {s: f"c{i}" for i, s in enumerate(carries)} | {s: f"x{j}" for j, s in enumerate(slices)}
@@ -102,6 +110,6 @@ def loop_source(program: Program, n_carry: int, n_xs: int, n_ys: int) -> str | N
     lines = [*HEADER, f"def loop({', '.join(args)}):"]
     lines += ["    " + line for line in code.setup + code.invariant]
     lines += ["    for step in range(steps):", "        t = steps - 1 - step if reverse else step"]
-    lines += [f"        h{i}[t] = c{i}" for i in range(n_carry)]
+    lines += [f"        h{i}[t] = c{i}" for i in stored]
     lines += ["        " + line for line in body]
     return "\n".join(lines) + "\n"
