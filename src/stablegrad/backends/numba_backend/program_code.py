@@ -228,9 +228,10 @@ def _node_code(node: Apply, ins: list[str], in_types: list, out: str, out_type) 
             pad = len(in_shape) - len(shape)
             target = ["0" if n == 1 and in_shape[pad + a] != 1 else j[pad + a] for a, n in enumerate(shape)]
         entry, item = f"{ins[0]}[{', '.join(j)}]", _item(out, target)
+        start = _nest(shape, "i", [f"{_item(out, idx)} = {'-np.inf' if isinstance(op, MaxShift) else '0'}"])
         if isinstance(op, MaxShift):  # (-inf over no entries; NaN wins, as np.maximum)
-            return [f"{out}.fill(-np.inf)"] + _nest(in_shape, "j", [f"{item} = {_MAX.format(item, entry)}"])
-        return [f"{out}.fill(0)"] + _nest(in_shape, "j", [f"{item} += {entry}"])
+            return start + _nest(in_shape, "j", [f"{item} = {_MAX.format(item, entry)}"])
+        return start + _nest(in_shape, "j", [f"{item} += {entry}"])
     return None
 
 
@@ -250,7 +251,9 @@ def _logsumexp_code(op, x: str, x_type, out: str, out_type) -> tuple[list[str], 
     m, nan, rest, ties = (f"{out}_{name}" for name in ("m", "nan", "rest", "ties"))
     setup = [f"{name} = np.empty({_shape_text(kept_shape)})" for name in (m, rest, ties)]
     setup.append(f"{nan} = np.empty({_shape_text(kept_shape)}, dtype=np.bool_)")
-    lines = [f"{m}.fill(-np.inf)", f"{nan}.fill(False)", f"{rest}.fill(0.0)", f"{ties}.fill(0.0)"]
+    # (one nest, not four `fill` calls: a call each costs more than the few entries it sets)
+    starts = [f"{m}{row} = -np.inf", f"{nan}{row} = False", f"{rest}{row} = 0.0", f"{ties}{row} = 0.0"]
+    lines = _nest(kept_shape, "j", starts)
     lines += _nest(shape, "j", [f"v = np.float64({at})", f"{m}{row} = max({m}{row}, v)", f"{nan}{row} |= v != v"])
     lines += _nest(kept_shape, "j", [f"{m}{row} = np.nan if {nan}{row} else {m}{row}"])
     exp = f"math.exp(v - {m}{row})"
