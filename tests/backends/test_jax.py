@@ -936,6 +936,28 @@ def test_logsumexp_results_of_size_one_or_more_keep_the_cheap_program():
     assert f._program._exact is not None
 
 
+@pytest.mark.parametrize("size, sums", [((8, 8), 2), ((300, 100), 1)], ids=["exact", "speculating"])
+def test_a_logsumexp_and_its_gradient_emit_one_max_and_exp(size, sums):
+    """The two lowerings of one x share their max, exp and sums within the trace: XLA gets a
+    program with one of each, not two for its common-subexpression pass to merge (an unrolled
+    HMM's gradient emitted half again as many reductions as `jax.jit` of the same model).
+    Below `EXACT_BELOW` entries the gradient divides by the logsumexp's own ties + rest."""
+    from stablegrad.backends.jax_backend.program import _x64
+
+    x, w = sg.matrix("x"), sg.vector("w")
+    lse = sg.logsumexp(x, axis=0)
+    outputs = [lse, *sg.grad(sg.sum(w * lse), [x])]
+    f = sg.function([x, w], outputs, backend="jax")
+    data, weights = RNG.normal(scale=20, size=size), positive(size[1])
+    with _x64():
+        text = f._program._cheap.lower(data, weights).as_text()
+    assert text.count("stablehlo.exponential") == 1
+    assert text.count("applies stablehlo.maximum") == 1
+    assert text.count("applies stablehlo.add") == sums  # ties and rest, or the plain total
+    for got, want in zip(f(data, weights), sg.function([x, w], outputs)(data, weights)):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
 @pytest.mark.parametrize("rows", [1, 5000], ids=["exact", "speculating"])
 def test_a_nan_among_minus_infinities_makes_the_logsumexp_gradient_nan(rows):
     """XLA's CPU max can pass over a NaN and report -inf for `[-inf, nan, -inf]`; the

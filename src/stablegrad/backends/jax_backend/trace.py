@@ -29,7 +29,7 @@ from ...rewrite.pipeline import optimize
 from . import flags
 from .lowerings import LOWERINGS as PRIMITIVE_LOWERINGS
 from .lowerings import ROUNDED, LoweringError, is_static, lower_ufunc, lower_ufunc_unguarded
-from .whole import WHOLE, runs_whole
+from .whole import WHOLE, runs_whole, sharing
 
 #: entries beyond which a value known at trace time is left to XLA rather than computed with NumPy
 FOLD_LIMIT = 4096
@@ -87,6 +87,11 @@ def lowering_for(op: Op) -> Callable:
 
 def evaluate(plan: Plan, values: Sequence) -> list:
     """The plan's outputs for these input values (traced arrays or NumPy values)."""
+    with sharing():  # (a logsumexp and its gradient of one x lower to one max, exp and sum)
+        return _evaluate(plan, values)
+
+
+def _evaluate(plan: Plan, values: Sequence) -> list:
     env: dict[int, object] = {v.id: a for v, a in zip(plan.inputs, values)}
     raised = flags.current()
     checks = raised.checks if raised is not None else []

@@ -13,6 +13,8 @@ rerun (see `lower_logsumexp`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 
 import jax
@@ -58,13 +60,47 @@ def _minus_max_jvp(empty_rows_nan: bool, primals, tangents):
     return _minus_max(x, m, empty_rows_nan), dx - dm
 
 
+#: within one trace (`sharing`), the values already lowered from each (array, axes): a
+#: logsumexp and its gradient on the same x then share one max, exp and sum in the program
+#: JAX emits, instead of emitting them twice for XLA's common-subexpression pass to merge
+#: (an unrolled HMM's gradient: a third fewer reductions and exps for XLA to compile)
+_SHARED: ContextVar[dict | None] = ContextVar("stablegrad_jax_shared", default=None)
+
+
+@contextmanager
+def sharing():
+    """Lowerings inside share what they compute from the same array (`_shared`)."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _shared(kind: str, x, axes: tuple[int, ...], compute: Callable):
+    """compute(x, axes), once per trace for the same x (held, so its id stays x's)."""
+    memo = _SHARED.get()
+    if memo is None:
+        return compute(x, axes)
+    key = (kind, id(x), axes)
+    found = memo.get(key)
+    if found is not None and found[0] is x:
+        return found[1]
+    value = compute(x, axes)
+    memo[key] = (x, value)
+    return value
+
+
 def _max_and_sum(x, axes: tuple[int, ...]):
     """(m, e, s): the max (kept), e = exp(x - m) (exactly 1 at the max, +inf entries
-    included) and its sum.  Built the same way by the logsumexp lowerings, so XLA
-    computes them once for a logsumexp and its gradient.
+    included) and its sum, once per trace for the same x (`_shared`).
 
     (The select is per entry: a per-row shift clipped with `minimum` would save the
     comparison, but XLA's CPU `min` drops NaN, and a NaN entry must make its row NaN.)"""
+    return _shared("max_and_sum", x, axes, _compute_max_and_sum)
+
+
+def _compute_max_and_sum(x, axes: tuple[int, ...]):
     m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
     e = jnp.exp(_minus_max(x, m, False))
     return m, e, jnp.sum(e, axis=axes, keepdims=True)
@@ -79,14 +115,18 @@ def _shifted(x, axes: tuple[int, ...]):
 
 def _log_total(e, axes: tuple[int, ...]):
     """log(sum(e)) for e = exp(x - max), with the tail kept, as the bodies'
-    `log_tied_plus_rest`: the max entries' e is exactly 1 and the others' below 1, so
-    ties = Σ floor(e) and rest = Σ (e - floor(e)).  (An entry just below the max whose
-    exp rounds to 1 counts as a tie: the same total.)  Counted from e alone, both sums
-    fuse into the loop that computes e; a select on `x == max` would not."""
-    whole = jnp.floor(e)
-    ties = jnp.sum(whole, axis=axes, keepdims=True)
-    rest = jnp.sum(e - whole, axis=axes, keepdims=True)
+    `log_tied_plus_rest` (`_ties_and_rest`)."""
+    ties, rest = _shared("ties_and_rest", e, axes, _ties_and_rest)
     return jnp.log1p(rest + (ties - 1))
+
+
+def _ties_and_rest(e, axes: tuple[int, ...]):
+    """The max entries' e is exactly 1 and the others' below 1, so ties = Σ floor(e) and
+    rest = Σ (e - floor(e)).  (An entry just below the max whose exp rounds to 1 counts
+    as a tie: the same total.)  Counted from e alone, both sums fuse into the loop that
+    computes e; a select on `x == max` would not."""
+    whole = jnp.floor(e)
+    return jnp.sum(whole, axis=axes, keepdims=True), jnp.sum(e - whole, axis=axes, keepdims=True)
 
 
 def lower_logsumexp(op: LogSumExp, x):
@@ -121,10 +161,15 @@ def lower_logsumexp(op: LogSumExp, x):
 def lower_logsumexp_grad(op: LogSumExpGrad, x):
     """e / s, 0 on rows with nothing above -inf (the body's `where(at_max, 1, terms) / (ties + rest)`).
 
+    Below `EXACT_BELOW` entries s is the body's ties + rest, the two sums the logsumexp of
+    the same x keeps (shared within the trace: one pair of sums for both, not three).
     The -inf rows are picked out on the total (e / inf = 0, e being 1 there), one select
     per row rather than per entry.  A NaN entry makes s NaN, and keeps it: XLA's max
     may pass over the NaN of `[-inf, nan]` and report -inf, yet the row's gradient is NaN."""
     m, e, s = _max_and_sum(x, op.axes)
+    if np.size(x) < EXACT_BELOW:
+        ties, rest = _shared("ties_and_rest", e, op.axes, _ties_and_rest)
+        s = ties + rest
     return e / jnp.where((m == -jnp.inf) & (s == s), jnp.inf, s)
 
 
