@@ -217,6 +217,12 @@ FORMULAS = [
         lambda u: 2 * (_mp().atan(_mp().exp(u)) - _mp().pi / 4),
     ),
     _f(
+        "log(1 - p + p * exp(t))",
+        ((0.0, 1.0), (-30.0, 30.0)),
+        lambda p, t: sg.log((1.0 - p) + p * sg.exp(t)),
+        lambda p, t: _mp().log(1 - p + p * _mp().exp(t)),
+    ),
+    _f(
         "(1 / (1 + exp(-s)))**c",
         ((-1e3, 1e3), (-10.0, 10.0)),
         lambda s, c: (1.0 / (1.0 + sg.exp(-s))) ** c,

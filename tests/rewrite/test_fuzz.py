@@ -187,6 +187,7 @@ PIECES = [
     Piece("sqrt(x + c) - sqrt(x)", lambda x, c: sg.sqrt(x + c(1.0)) - sg.sqrt(x)),
     Piece("(x + c) ** c2 - x ** c2", lambda x, c: (x + c(1.0)) ** c(0.25) - x ** c(0.25)),
     Piece("e ** x - c", lambda x, c: c(np.e) ** x - c(1.0)),
+    Piece("log(c + tanh(x) * exp(x) - tanh(x))", lambda x, c: sg.log(c(1.0) + sg.tanh(x) * sg.exp(x) - sg.tanh(x))),
     Piece("c / sqrt(x) - c / sqrt(x + c)", lambda x, c: c(1.0) / sg.sqrt(x) - c(1.0) / sg.sqrt(x + c(1.0))),
     Piece("c * exp(x) + c / exp(x)", lambda x, c: c(0.5) * sg.exp(x) + c(0.5) / sg.exp(x)),
     Piece("log(x + sqrt(x**2 - c))", lambda x, c: sg.log(x + sg.sqrt(x**2 - c(1.0)))),

@@ -440,6 +440,28 @@ CASES = [
         RATIO32,
         lambda x: sg.log((1.0 - x) / (x + 2.0)),
     ),
+    Case(  # (p outside [0, 1] too: the identity holds wherever the sum is positive)
+        "log(1 - p + p·exp(t))",
+        "log1p_from_bernoulli_cumulant",
+        lambda p, t: sg.log((1.0 - p) + p * sg.exp(t)),
+        lambda p, t, k: _log(1 - p + p * mp.exp(t)),
+        # (past e**t's overflow, t = 800 and 1e5: logaddexp(log1p(-p), log(p) + t))
+        ((0.3, 1e-18), (0.3, 5.0), (1e-20, 3.0), (0.5, -800.0), (2.0, 0.1), (-3.0, 0.1), (0.5, 700.0), (0.5, 800.0))
+        + ((1e-300, 1e5), (1.0, 1e5), (0.9, -1e-10)),
+        ((0.3, 1e-10), (0.3, 5.0), (1e-20, 3.0), (0.5, -80.0), (2.0, 0.1), (-3.0, 0.1), (0.5, 80.0), (0.5, 100.0)),
+        lambda p, t: sg.log((1.0 - p) + 2.0 * p * sg.exp(t)),
+        arity=2,
+    ),
+    Case(
+        "log(1 + exp(t)·p - p)",
+        "log1p_from_bernoulli_cumulant",
+        lambda p, t: sg.log(1.0 + sg.exp(t) * p - p),
+        lambda p, t, k: _log(1 - p + p * mp.exp(t)),
+        ((0.3, 1e-18), (1e-20, 3.0), (0.5, -800.0), (-3.0, 0.1)),
+        ((0.3, 1e-10), (1e-20, 3.0), (0.5, -80.0), (-3.0, 0.1)),
+        lambda p, t: sg.log(1.0 + sg.exp(t) * p - t),
+        arity=2,
+    ),
     Case(
         "exp(x) - exp(-x)",
         "hyperbolic_from_opposite_exponentials",

@@ -2,7 +2,8 @@
 (Herbie's benchmark suite has each: its atanh, hyperbolic, logistic, map-projection and
 root-difference benchmarks):
 
-- the log of the atanh ratio: `log((1 + x) / (1 - x))` is `log1p(x) - log1p(-x)`;
+- the log of the atanh ratio: `log((1 + x) / (1 - x))` is `log1p(x) - log1p(-x)`, and the
+  Bernoulli cumulant `log(1 - p + p·exp(t))` is `log1p(p·expm1(t))`;
 - opposite exponentials: `c·exp(x) ∓ c·exp(-x)` is `2c·sinh(x)` / `2c·cosh(x)` (also among the
   terms of a longer sum), `c·cosh(x) - c` is `2c·sinh(x/2)²` (and `c - c·cos(x)` is
   `2c·sin(x/2)²`), sinh/cosh is `tanh`, so is
@@ -145,6 +146,61 @@ def log1p_difference_from_log_of_ratio(node):
     x = top[1]
     signed = x if top[0] == 1 else negate(x)
     return fits(log1p(signed) - log1p(negate(signed)), node)
+
+
+# -- the Bernoulli cumulant -------------------------------------------------------------------------------
+def _times_exp(v: Variable) -> tuple[Variable, Variable] | None:
+    """(y, z) for v = y·exp(z) or exp(z)·y."""
+    product = owner(v, Multiply)
+    if product is None:
+        return None
+    for y, e in (product.inputs, product.inputs[::-1]):
+        z = _exp_argument(e)
+        if z is not None:
+            return y, z
+    return None
+
+
+@rewrite(_S, _REC, Log)
+def log1p_from_bernoulli_cumulant(node):
+    """log(1 - p + p·exp(t)) → log1p(p·expm1(t)), its terms in any order and sign (`(1 - p) +
+    exp(t)·p`, `1 + p·exp(t) - p`): the cumulant generating function of a Bernoulli (a
+    binomial's per trial), and the log of a two-point mixture's likelihood ratio.
+
+    Written, the sum cancels where p·(e^t - 1) is small against 1: for t below about 1e-16
+    (or p below it) the log is of 1 exactly, 0 where the answer is p·t, and its gradient
+    p·e^t/(1 - p + p·e^t) keeps the sum's rounding. Where e^t overflows, written and
+    log1p alike give inf; for 0 < p <= 1 the answer is t + log(p) + log1p((1 - p)/(p·e^t)),
+    taken there as logaddexp(log1p(-p), log(p) + t). The replacement is negative, NaN in the
+    log, exactly where the written sum is (and NaN from inf·0 where e^t overflows and p = 0,
+    as written). Another p in the two terms, or another constant than 1, must not fire.
+    """
+    terms = terms_with_signs(node.inputs[0], 3)
+    if terms is None or len(terms) != 3:
+        return None
+    for i, (sign_one, one) in enumerate(terms):
+        if not is_constant(one, sign_one):  # the constant 1, added
+            continue
+        rest = [terms[j] for j in range(3) if j != i]
+        for (sign_p, p_side), (sign_mixed, mixed) in (rest, rest[::-1]):
+            pair = _times_exp(mixed)
+            if pair is None:
+                continue
+            core, scale = scaled_core(p_side)
+            y, z = pair
+            if y is core and sign_p * scale == -sign_mixed:
+                p = y if sign_mixed > 0 else negate(y)
+                near = log1p(p * expm1(z))
+                # past e**t's overflow (z > 709.78 in float64) the answer t + log(p) + ... is a
+                # number for 0 < p <= 1: there logaddexp(log(1 - p), log(p) + t), which the
+                # near branch's cancellation no longer concerns
+                # (its p held at 1/2 elsewhere: a NaN in the unselected branch's logaddexp
+                # would reach the gradient through its pullback, even with a zero cotangent)
+                inside = logical_and(greater(p, 0.0), less_equal(p, 1.0))
+                held = where(inside, p, np.full((), 0.5, p.dtype))
+                far = stable.logaddexp(log1p(negate(held)), log(held) + z)
+                return fits(where(logical_and(equal(near, np.inf), inside), far, near), node)
+    return None
 
 
 # -- opposite exponentials ----------------------------------------------------------------------------
@@ -1141,6 +1197,7 @@ def exp_of_log_sigmoid_from_power_of_sigmoid(node):
 
 RULES = (
     log1p_difference_from_log_of_ratio,
+    log1p_from_bernoulli_cumulant,
     hyperbolic_from_opposite_exponentials,
     tanh_from_quotient,
     tanh_from_shifted_sigmoid,
