@@ -51,10 +51,10 @@ _EXP_POLY = tuple(1.0 / math.factorial(i) for i in range(2, 14))
 @_compiled(vectorised=True, inline=True)
 def _exp_parts(s):
     """(n, p) with e**s = p · 2**n, n an int64: s = n ln 2 + r with |r| <= ln 2 / 2, p the
-    polynomial `_EXP_POLY` for e**r.  n is read from the
-    bits of s / ln 2 + 1.5 · 2**52, not by subtracting the shift back in floats, which the
-    reassociation flag would let LLVM fold away.  For |s| past 2**51 (and for inf and NaN)
-    n is meaningless: the callers select those apart, and a NaN s makes p NaN."""
+    polynomial `_EXP_POLY` for e**r.  n is read from the bits of s / ln 2 + 1.5 · 2**52,
+    not by subtracting the shift back in floats, which the reassociation flag would let
+    LLVM fold away.  For |s| past 2**51 (and for inf and NaN) n is meaningless: the
+    callers select those apart, and a NaN s makes p NaN."""
     n = np.int64(np.float64(s * _LOG2E + _SHIFT).view(np.int64) - _SHIFT_BITS)
     k = np.float64(n)
     r = (s - k * _LN2_HI) - k * _LN2_LO
