@@ -493,6 +493,18 @@ def column_softmax(column, total, m, scale):
 
 
 @_compiled()
+def _down_max(x):
+    """The max of each column of x (NaN where the column has one, -inf where it is empty)."""
+    m = np.full(x.shape[1], -np.inf)
+    has_nan = np.zeros(x.shape[1], dtype=np.bool_)
+    for i in range(x.shape[0]):
+        column_max(x[i], m, has_nan)
+    for j in range(x.shape[1]):
+        m[j] = np.nan if has_nan[j] else m[j]
+    return m
+
+
+@_compiled()
 def _short_block(x, scale, lse, out, softmax, b0):
     """`short_rows` on the block of rows from b0: a block of rows is copied column-major into
     scratch, so that every inner loop runs over the block's rows (as long as the block,
@@ -503,24 +515,17 @@ def _short_block(x, scale, lse, out, softmax, b0):
     n = x.shape[1]
     nb = min(_BLOCK, x.shape[0] - b0)
     block = np.empty((n, nb))
-    m = np.empty(nb)
     rest = np.empty(nb)
     ties = np.empty(nb)
-    has_nan = np.empty(nb, dtype=np.bool_)
     row_scale = np.empty(nb)
     for j in range(n):  # (the store side contiguous: LLVM gathers the loads)
         for b in range(nb):
             block[j, b] = x[b0 + b, j]
     for b in range(nb):
-        m[b] = -np.inf
         rest[b] = 0.0
         ties[b] = 0.0
-        has_nan[b] = False
         row_scale[b] = scale[b0 + b] if softmax else 1.0
-    for j in range(n):
-        column_max(block[j], m, has_nan)
-    for b in range(nb):
-        m[b] = np.nan if has_nan[b] else m[b]
+    m = _down_max(block)
     for j in range(n):
         column_terms(block[j], m, rest, ties)
     column_logsumexp(m, rest, ties, lse[b0 : b0 + nb])  # (rest becomes the rows' totals)
@@ -545,18 +550,6 @@ def short_rows(x, scale, lse, out, softmax):
 # each of x's own rows is a column in the short-row kernels' sense, so their column passes
 # run on it as it is, vectorised along it; an HMM step's logsumexp down the columns of an
 # 8 x 8 matrix is one call instead of a dozen NumPy calls on 64 numbers (9 µs -> 1 µs)
-@_compiled()
-def _down_max(x):
-    """The max of each column of x (NaN where the column has one, -inf where it is empty)."""
-    m = np.full(x.shape[1], -np.inf)
-    has_nan = np.zeros(x.shape[1], dtype=np.bool_)
-    for i in range(x.shape[0]):
-        column_max(x[i], m, has_nan)
-    for j in range(x.shape[1]):
-        m[j] = np.nan if has_nan[j] else m[j]
-    return m
-
-
 @_compiled()
 def logsumexp_down(x, lse):
     """lse[j] = logsumexp(x[:, j])."""
