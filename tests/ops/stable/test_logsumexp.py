@@ -108,16 +108,25 @@ def test_logsumexp_weighted_matches_scipy(x, data):
             np.testing.assert_allclose(out[i], expected[i], rtol=1e-13)
 
 
-def test_weighted_logsumexp_whose_rest_outweighs_the_max_is_within_an_ulp_of_one():
-    """The row a CI run drew: the weight at the max (0.5, at 1e-308) is less than the rest's
-    (0.5·e⁰ + 0.5·e⁻⁷); the total 1.000456 is rounded before its log (relative error 3e-13 of
-    the answer 4.6e-4, an ulp of 1 in absolute terms)."""
-    x = np.array([[2.2250738585072014e-308, 0.0, 0.0, -7.0, 0.0]])
-    b = np.array([[0.5, 0.0, 0.0, 0.5, 0.5]])
-    out = run(lambda v, w: sg.logsumexp(v, axis=-1, b=w), x, b)
+@pytest.mark.parametrize(
+    "x, b",
+    [
+        # rows CI runs drew: the max (1e-308, 5e-324) sits an underflow away from 0, whose
+        # term exp(0 - max) rounds to 1; counted in the rest, the tail e⁻⁷ or e⁻¹⁶ was
+        # rounded into a total near 1 before its log (relative errors 3e-13 and 2e-9)
+        ([2.2250738585072014e-308, 0.0, 0.0, -7.0, 0.0], [0.5, 0.0, 0.0, 0.5, 0.5]),
+        ([-16.0, 5e-324, 0.0], [-0.5, -0.5, -0.5]),
+        ([-16.0, 5e-324, 0.0], [0.5, -1.5, 2.0]),
+    ],
+)
+def test_weighted_logsumexp_counts_entries_whose_term_rounds_to_one_with_the_max(x, b):
+    x, b = np.array([x]), np.array([b])
+    value, sign = run(lambda v, w: sg.logsumexp(v, axis=-1, b=w, return_sign=True), x, b)
     with mp.workdps(50):
-        exact = float(mp.log(1 + mp.exp(-7) / 2))
-    assert abs(out[0] - exact) <= np.finfo(np.float64).eps
+        total = mp.fsum(mp.mpf(wi) * mp.exp(mp.mpf(xi)) for xi, wi in zip(x[0], b[0]))
+        exact = float(mp.log(abs(total)))
+    assert sign[0] == float(mp.sign(total))
+    assert abs(value[0] - exact) <= 2 * np.spacing(abs(exact)), (value[0], exact)
 
 
 def test_logsumexp_signed_of_an_exactly_cancelling_total_is_minus_inf_with_sign_zero():

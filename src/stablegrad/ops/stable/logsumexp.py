@@ -109,8 +109,11 @@ class LogSumExp(SymbolicOp):
             m, _, _, ties, rest = split_at_max(self.axes, x_live)
             return drop(m + log_tied_plus_rest(ties, rest), self.axes, self.keepdims)
         m = MaxShift(self.axes, keepdims=True)(x_live)
-        at_max = equal(x_live, m)
         terms = exp(x_live - m)
+        # An entry whose term rounds to 1 leads with the max: left in `rest`, it would make a
+        # tail next to a cancelling lead (b = [-1/2]*3, x = [-16, 5e-324, 0]) look like
+        # no tail, and the total's rounding would swamp log|total| ≈ 1e-7.
+        at_max = logical_or(equal(x_live, m), equal(terms, 1))
         at_max_live = at_max if live is None else logical_and(at_max, live)
         others = at_max if live is None else logical_or_not(at_max, live)
         lead_terms = astype(at_max_live, x.dtype) if b is None else where(at_max_live, b, 0)
