@@ -81,6 +81,34 @@ def test_impossible_transitions_keep_the_gradient_finite(compiled_loops):
     assert all(compiled_loops)
 
 
+def test_a_loop_bodys_softmax_keeps_the_edge_columns(compiled_loops):
+    """The compiled body's logsumexp gradient (one reciprocal a column, a product an entry),
+    as the loop's output, on columns with nothing above -inf (0), with ties, with a +inf
+    entry (its mass) and with a NaN: the NumPy backend's values, NaN where it has NaN."""
+    a = sg.tensor("a", (4, 4), "float64")
+    seq = sg.tensor("xs", (30, 4), "float64")
+
+    def step(c, x):
+        z = c[:, None] + a
+        (softmax,) = sg.grad(sg.sum(sg.logsumexp(z, axis=0)), [a])
+        return sg.logsumexp(z, axis=0) * 0.5 + x, softmax
+
+    _, ys = sg.scan(step, sg.zeros(4), seq)
+    log_a, xs = RNG.normal(size=(4, 4)), RNG.normal(size=(30, 4))
+    log_a[:, 0] = -np.inf  # nothing above -inf: gradient 0
+    log_a[1:3, 1] = 0.5  # ties at the max
+    (got,) = _same([a, seq], [ys], [log_a, xs], rtol=1e-14)
+    assert np.all(got[:, :, 0] == 0) and np.all(np.isfinite(got))
+    with np.errstate(invalid="ignore"):
+        for t, column, entry in [(7, 2, np.inf), (12, 3, np.nan)]:
+            edge = RNG.normal(size=(30, 4))
+            edge[t, column] = entry
+            (got,) = _same([a, seq], [ys], [RNG.normal(size=(4, 4)), edge], rtol=1e-14)
+            if entry == np.inf:  # the carry's +inf entry takes each column's whole mass
+                assert np.all(got[t + 1, 2] == 1) and np.all(got[t + 1, [0, 1, 3]] == 0)
+    assert compiled_loops and all(compiled_loops)
+
+
 def test_a_float32_loop_stays_float32():
     values = [RNG.normal(size=(4, 4)), RNG.normal(size=(100, 4)), RNG.normal(size=4)]
     got = _same(*_hmm(100, 4, "float32"), [v.astype(np.float32) for v in values], rtol=2e-5)

@@ -291,13 +291,15 @@ def _logsumexp_code(op, x: str, x_type, out: str, out_type) -> tuple[list[str], 
             ],
         )
     else:
-        lines += _nest(kept_shape, "j", [f"{rest}{row} += {ties}{row}"])  # now the total
+        # one division a row, then a product an entry: these nests run on a step's small
+        # arrays, where a division an entry was a sixth of an HMM's backward step.  (The
+        # total is at least 1, the ties, so its reciprocal neither overflows nor underflows;
+        # the product rounds twice, within an ulp of the quotient.)
         lines += _nest(
-            shape,
+            kept_shape,
             "j",
-            [  # (the terms from the pass before, kept in the output)
-                f"p = {out}[{', '.join(j)}] / {rest}{row}",
-                f"{out}[{', '.join(j)}] = 0.0 if {m}{row} == -np.inf else p",
-            ],
+            [f"{rest}{row} = 0.0 if {m}{row} == -np.inf else 1.0 / ({rest}{row} + {ties}{row})"],
         )
+        # (the terms from the pass before, kept in the output)
+        lines += _nest(shape, "j", [f"{out}[{', '.join(j)}] *= {rest}{row}"])
     return setup, lines
