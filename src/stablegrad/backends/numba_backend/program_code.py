@@ -167,7 +167,7 @@ def _update_code(op: IndexUpdate, ins: list[int], o: int, types: dict, names: di
         return [f"v{o}[:] = {x}", f"v{o}[{_basic_index(op.spec)}] {assign} {value}"]
     target = f"v{o}_at"
     lines = [f"v{o}[:] = {x}", f"{target} = v{o}[{_basic_index(op.spec)}]"]
-    return lines + _nest(shape, "i", [f"{target}[{', '.join(idx)}] {assign} {value}"])
+    return lines + loop_nest(shape, "i", [f"{target}[{', '.join(idx)}] {assign} {value}"])
 
 
 def _indexed_shape(shape: tuple, spec: tuple) -> tuple:
@@ -200,7 +200,7 @@ def _index(shape: tuple, out_shape: tuple, idx: list[str]) -> str:
     return ", ".join("0" if n == 1 and out_shape[pad + a] != 1 else idx[pad + a] for a, n in enumerate(shape))
 
 
-def _nest(shape: tuple, prefix: str, inner: list[str]) -> list[str]:
+def loop_nest(shape: tuple, prefix: str, inner: list[str]) -> list[str]:
     """Loops over `shape` (indices prefix0, prefix1, ...) around `inner`."""
     lines, indent = [], ""
     for a, n in enumerate(shape):
@@ -215,9 +215,9 @@ def _node_code(node: Apply, ins: list[str], in_types: list, out: str, out_type) 
     idx = [f"i{a}" for a in range(len(shape))]
     if scalar_form(op) is not None and len(node.outputs) == 1:
         value = scalar_expression(node, [_at(name, t[0], shape, idx) for name, t in zip(ins, in_types)])
-        return _nest(shape, "i", [f"{_item(out, idx)} = {value}"])
+        return loop_nest(shape, "i", [f"{_item(out, idx)} = {value}"])
     if isinstance(op, BroadcastTo):
-        return _nest(shape, "i", [f"{_item(out, idx)} = {_at(ins[0], in_types[0][0], shape, idx)}"])
+        return loop_nest(shape, "i", [f"{_item(out, idx)} = {_at(ins[0], in_types[0][0], shape, idx)}"])
     if isinstance(op, Sum | ReduceTo | MaxShift):
         in_shape = in_types[0][0]
         j = [f"j{a}" for a in range(len(in_shape))]
@@ -228,18 +228,18 @@ def _node_code(node: Apply, ins: list[str], in_types: list, out: str, out_type) 
             pad = len(in_shape) - len(shape)
             target = ["0" if n == 1 and in_shape[pad + a] != 1 else j[pad + a] for a, n in enumerate(shape)]
         entry, item = f"{ins[0]}[{', '.join(j)}]", _item(out, target)
-        start = _nest(shape, "i", [f"{_item(out, idx)} = {'-np.inf' if isinstance(op, MaxShift) else '0'}"])
+        start = loop_nest(shape, "i", [f"{_item(out, idx)} = {'-np.inf' if isinstance(op, MaxShift) else '0'}"])
         if isinstance(op, MaxShift):  # (-inf over no entries; NaN wins, as np.maximum)
-            return start + _nest(in_shape, "j", [f"{item} = {_MAX.format(item, entry)}"])
-        return start + _nest(in_shape, "j", [f"{item} += {entry}"])
+            return start + loop_nest(in_shape, "j", [f"{item} = {_MAX.format(item, entry)}"])
+        return start + loop_nest(in_shape, "j", [f"{item} += {entry}"])
     return None
 
 
 def _logsumexp_code(op, x: str, x_type, out: str, out_type) -> tuple[list[str], list[str]]:
     """(set-up, step) lines: the stable body's passes, each one nest over all of x's axes with
-    the per-row values (max, NaN seen, rest, ties) in arrays of the kept shape, so that where
-    the last axis is kept the inner loop runs across rows and vectorises.  The max (NaN noted
-    apart), then Σ exp(x - m) below it and the ties at it, then `m + log1p(rest + ties - 1)`
+    the per-row values (max, rest, ties) in arrays of the kept shape, so that where the last
+    axis is kept the inner loop runs across rows and vectorises.  The max (a NaN wins, as in
+    `np.maximum`), then Σ exp(x - m) below it and the ties at it, then `m + log1p(rest + ties - 1)`
     (logsumexp) or `where(at max, 1, exp(x - m)) / (ties + rest)` (its gradient; 0 on a row
     with nothing above -inf)."""
     shape = x_type[0]
@@ -248,14 +248,11 @@ def _logsumexp_code(op, x: str, x_type, out: str, out_type) -> tuple[list[str], 
     j = [f"j{a}" for a in range(len(shape))]
     at = f"{x}[{', '.join(j)}]"
     row = "[" + ", ".join("0" if a in axes else j[a] for a in range(len(shape))) + "]"
-    m, nan, rest, ties = (f"{out}_{name}" for name in ("m", "nan", "rest", "ties"))
+    m, rest, ties = (f"{out}_{name}" for name in ("m", "rest", "ties"))
     setup = [f"{name} = np.empty({_shape_text(kept_shape)})" for name in (m, rest, ties)]
-    setup.append(f"{nan} = np.empty({_shape_text(kept_shape)}, dtype=np.bool_)")
-    # (one nest, not four `fill` calls: a call each costs more than the few entries it sets)
-    starts = [f"{m}{row} = -np.inf", f"{nan}{row} = False", f"{rest}{row} = 0.0", f"{ties}{row} = 0.0"]
-    lines = _nest(kept_shape, "j", starts)
-    lines += _nest(shape, "j", [f"v = np.float64({at})", f"{m}{row} = max({m}{row}, v)", f"{nan}{row} |= v != v"])
-    lines += _nest(kept_shape, "j", [f"{m}{row} = np.nan if {nan}{row} else {m}{row}"])
+    # (one nest, not three `fill` calls: a call each costs more than the few entries it sets)
+    lines = loop_nest(kept_shape, "j", [f"{m}{row} = -np.inf", f"{rest}{row} = 0.0", f"{ties}{row} = 0.0"])
+    lines += loop_nest(shape, "j", [f"v = np.float64({at})", f"{m}{row} = {_MAX.format(f'{m}{row}', 'v')}"])
     exp = f"math.exp(v - {m}{row})"
     if len(shape) == 2 and len(axes) == 1:
         # a matrix's exps in one call of a loop that vectorises (per entry, libm's exp is a
@@ -265,7 +262,7 @@ def _logsumexp_code(op, x: str, x_type, out: str, out_type) -> tuple[list[str], 
         per_row = f"{m}[0]" if axes == {0} else f"{m}[:, 0]"
         lines.append(f"exp_shifted_{'down' if axes == {0} else 'along'}({x}, {per_row}, {terms})")
         exp = f"{terms}[j0, j1]"
-    lines += _nest(
+    lines += loop_nest(
         shape,
         "j",
         [
@@ -280,7 +277,7 @@ def _logsumexp_code(op, x: str, x_type, out: str, out_type) -> tuple[list[str], 
     if isinstance(op, LogSumExp):
         kept = [a for a in range(len(shape)) if a not in axes]
         target = [j[a] if a in kept else "0" for a in range(len(shape))] if op.keepdims else [j[a] for a in kept]
-        lines += _nest(
+        lines += loop_nest(
             kept_shape,
             "j",
             [
@@ -295,11 +292,11 @@ def _logsumexp_code(op, x: str, x_type, out: str, out_type) -> tuple[list[str], 
         # arrays, where a division an entry was a sixth of an HMM's backward step.  (The
         # total is at least 1, the ties, so its reciprocal neither overflows nor underflows;
         # the product rounds twice, within an ulp of the quotient.)
-        lines += _nest(
+        lines += loop_nest(
             kept_shape,
             "j",
             [f"{rest}{row} = 0.0 if {m}{row} == -np.inf else 1.0 / ({rest}{row} + {ties}{row})"],
         )
         # (the terms from the pass before, kept in the output)
-        lines += _nest(shape, "j", [f"{out}[{', '.join(j)}] *= {rest}{row}"])
+        lines += loop_nest(shape, "j", [f"{out}[{', '.join(j)}] *= {rest}{row}"])
     return setup, lines

@@ -23,7 +23,7 @@ from ...ops.scan import Scan, run_length
 from .. import numpy_loops
 from ..numpy_program import Program
 from .loop_source import warn_unsupported
-from .program_code import HEADER, array_constants, translate
+from .program_code import HEADER, array_constants, loop_nest, translate
 
 
 def scan_kernel(op: Scan, compiled: Callable[[str, str], Callable], unread: frozenset[int] = frozenset()) -> Callable:
@@ -95,9 +95,11 @@ def loop_source(program: Program, n_carry: int, n_xs: int, n_ys: int, stored: tu
     args += [f"v{s}" for s in consts] + [f"k{s}" for s, _ in array_constants(program)]
     args += [f"h{i}" for i in range(n_carry)] + [f"y{k}" for k in range(n_ys)] + ["steps", "reverse"]
     body = [f"x{j} = s{j}[t]" for j in range(n_xs)] + code.body
-    names, outputs = code.names, program.output_slots
+    names, outputs, types = code.names, program.output_slots, program.output_types
+    numbers = {s for s, data in program.constants if np.size(data) == 1}  # (literals in the code)
     for k, s in enumerate(outputs[n_carry:]):
-        body.append(f"y{k}[t] = {names[s]}")
+        shape = types[n_carry + k].shape
+        body += [f"y{k}[t] = {names[s]}"] if s in numbers else _copied(f"y{k}[t, ", names[s], shape)
     # the new carries are written back at the end of the step: straight from a buffer of the
     # body's, from a copy where the value is an input of the step (a carry passed through or
     # swapped, a view of one), which a write-back before it could have changed
@@ -105,11 +107,21 @@ def loop_source(program: Program, n_carry: int, n_xs: int, n_ys: int, stored: tu
         if names[s] != f"c{i}" and names[s] not in code.buffers:
             body.append(f"n{i} = {names[s]}.copy()")
     for i, s in enumerate(outputs[:n_carry]):
-        if names[s] != f"c{i}":
-            body.append(f"c{i}[:] = {names[s] if names[s] in code.buffers else f'n{i}'}")
+        if names[s] in numbers:
+            body.append(f"c{i}[:] = {names[s]}")
+        elif names[s] != f"c{i}":
+            body += _copied(f"c{i}[", names[s] if names[s] in code.buffers else f"n{i}", types[i].shape)
     lines = [*HEADER, f"def loop({', '.join(args)}):"]
     lines += ["    " + line for line in code.setup + code.invariant]
     lines += ["    for step in range(steps):", "        t = steps - 1 - step if reverse else step"]
-    lines += [f"        h{i}[t] = c{i}" for i in stored]
+    for i in stored:
+        lines += ["        " + line for line in _copied(f"h{i}[t, ", f"c{i}", types[i].shape)]
     lines += ["        " + line for line in body]
     return "\n".join(lines) + "\n"
+
+
+def _copied(target: str, source: str, shape: tuple[int, ...]) -> list[str]:
+    """`target<index>] = source[index]` over `shape` (target the text up to the index, as
+    `y0[t, `): on a step's small arrays a nest of loops costs less than a slice assignment."""
+    index = ", ".join(f"i{a}" for a in range(len(shape)))
+    return loop_nest(shape, "i", [f"{target}{index}] = {source}[{index}]"])
