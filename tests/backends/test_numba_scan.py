@@ -109,6 +109,27 @@ def test_a_loop_bodys_softmax_keeps_the_edge_columns(compiled_loops):
     assert compiled_loops and all(compiled_loops)
 
 
+@pytest.mark.parametrize("axis, keepdims", [(0, False), (0, True), (1, False), (1, True)])
+def test_a_loop_bodys_logsumexp_over_either_axis_keeps_the_edge_rows(compiled_loops, axis, keepdims):
+    """A step's logsumexp of a matrix (its logs taken by one kernel call) down the columns or
+    along the rows, kept or not, with rows of -inf, a +inf and a NaN entry, and ties."""
+    z = sg.tensor("z", (6, 4, 4), "float64")
+
+    def step(c, zt):
+        lse = sg.logsumexp(zt + c, axis=axis, keepdims=keepdims)
+        return c * 0.5, lse
+
+    _, ys = sg.scan(step, sg.zeros(4), z)
+    values = RNG.normal(size=(6, 4, 4))
+    edges = [(0, np.s_[:, 0], -np.inf), (1, np.s_[:, 1], np.inf), (2, np.s_[1, :], np.nan), (3, np.s_[2, :], -np.inf)]
+    for t, where, entry in edges:
+        values[t][where if axis == 0 else where[::-1]] = entry
+    values[4, :2, :2] = 0.75  # ties
+    with np.errstate(invalid="ignore"):
+        _same([z], [ys], [values], rtol=1e-15)
+    assert compiled_loops and all(compiled_loops)
+
+
 def test_a_float32_loop_stays_float32():
     values = [RNG.normal(size=(4, 4)), RNG.normal(size=(100, 4)), RNG.normal(size=4)]
     got = _same(*_hmm(100, 4, "float32"), [v.astype(np.float32) for v in values], rtol=2e-5)
