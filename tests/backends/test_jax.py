@@ -715,18 +715,33 @@ def test_logsumexp_and_its_gradient_lowered_whole_match_numpy_on_either_branch(x
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-300)
 
 
-def test_the_exact_program_is_compiled_only_when_a_call_needs_it():
+@pytest.mark.parametrize("rare", ["tiny tails", "+inf entry"])
+def test_the_exact_program_is_compiled_only_when_a_call_needs_it(rare):
     """Rows far from 0 keep `jax.nn`'s cheap form; a row with a tiny tail at 0 (`[0, -40, ...]`)
-    makes that call, and only that one, rerun exactly."""
+    or a +inf entry (which the cheap form's per-row shift would turn into inf - inf) makes
+    that call, and only that one, rerun exactly."""
     v = sg.matrix("x")
-    f = sg.function([v], sg.logsumexp(v, axis=1), backend="jax")
-    plain, tails = _big_rows(50.0), _big_rows(0.0, tail=-40.0)
-    np.testing.assert_allclose(f(plain), sg.function([v], sg.logsumexp(v, axis=1))(plain), rtol=1e-14)
+    lse = sg.logsumexp(v, axis=1)
+    f = sg.function([v], [lse, *sg.grad(sg.sum(lse), [v])], backend="jax")
+    on_numpy = sg.function([v], [lse, *sg.grad(sg.sum(lse), [v])])
+    plain = _big_rows(50.0)
+    plain[151, 3] = 50.0  # (no +inf entry)
+    for got, expected in zip(f(plain), on_numpy(plain)):
+        np.testing.assert_allclose(got, expected, rtol=1e-14)
     assert f._program._exact is None
-    got = f(tails)
+    rerun = _big_rows(0.0, tail=-40.0) if rare == "tiny tails" else _big_rows(50.0)
+    with np.errstate(invalid="ignore"):
+        got, expected = f(rerun), on_numpy(rerun)
     assert f._program._exact is not None
-    assert got[0] == pytest.approx(99 * np.exp(-40.0), rel=1e-14)  # m + log(s) would give exactly 0
-    np.testing.assert_allclose(f(plain), sg.function([v], sg.logsumexp(v, axis=1))(plain), rtol=1e-14)
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
+        np.testing.assert_allclose(g, e, rtol=1e-14)
+    if rare == "tiny tails":
+        assert got[0][0] == pytest.approx(99 * np.exp(-40.0), rel=1e-14)  # m + log(s) would give exactly 0
+    else:
+        assert got[0][151] == np.inf and got[1][151, 3] == 1.0  # the +inf entry takes the row's mass
+    for got, expected in zip(f(plain), on_numpy(plain)):
+        np.testing.assert_allclose(got, expected, rtol=1e-14)
 
 
 @pytest.mark.parametrize("tail", [-40.0, -3.0], ids=["tiny tails", "unique max under 2"])
