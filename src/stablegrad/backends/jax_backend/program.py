@@ -86,18 +86,23 @@ class Program:
         """The outputs, from the cheap program or, when it doubts its result, the exact one."""
         results, doubt, checked = self._cheap(*values)
         self._raise_failed(self._checks[False], checked)
-        if doubt is not None and _scalar(doubt):
+        if doubt is not None and self._scalar(doubt):
             if self._exact is None:
                 self._exact = self._jit(exact=True)
             results, _, checked = self._exact(*values)
             self._raise_failed(self._checks[True], checked)
-        return [_to_numpy(r) for r in results]  # waits for the results: no call is left reading the inputs
+        if self._shardings is None:  # on one device: no question of which host holds what
+            return [np.asarray(r) for r in results]  # (waits for them: no call is left reading the inputs)
+        return [_to_numpy(r) for r in results]
 
-    @staticmethod
-    def _raise_failed(checks: list[tuple[str, tuple | None]], checked: list) -> None:
+    def _scalar(self, value):
+        """A scalar result as a Python number (a replicated one read on this host's first device)."""
+        return np.asarray(value).item() if self._shardings is None else _scalar(value)
+
+    def _raise_failed(self, checks: list[tuple[str, tuple | None]], checked: list) -> None:
         for (message, location), (failed, detail) in zip(checks, checked):
-            if _scalar(failed):
-                raise ExecutionError(message.format(_scalar(detail)), location=location)
+            if self._scalar(failed):
+                raise ExecutionError(message.format(self._scalar(detail)), location=location)
 
     def _place(self, i: int, value: np.ndarray, sharding: NamedSharding):
         var = self.inputs[i]
