@@ -93,20 +93,29 @@ def _shared(kind: str, x, axes: tuple[int, ...], compute: Callable):
 
 
 def _max_and_sum(x, axes: tuple[int, ...]):
-    """(m, e, s): the max (kept), e = exp(x - m) (exactly 1 at the max; 0 on rows with
-    nothing above -inf) and its sum, once per trace for the same x (`_shared`).
+    """(m, e, s): the max (kept), e = exp(x - m) (exactly 1 at the max; on rows with nothing
+    above -inf 0 or 1, which callers pick out on m) and its sum, once per trace for the
+    same x (`_shared`).
 
     The shift is per row, as `jax.nn`'s (-inf rows shifted by 0), and speculates: only a
     row whose max is +inf needs the per-entry select that pins its +inf entries to
     exp(0) (inf - inf is NaN), so such a row makes the call rerun with the select
-    (`flags.settle`).  The select cost 8 % of a 1000 x 1000 float32 logsumexp and gradient."""
+    (`flags.settle`): the select was 4-9 % of a 1000 x 1000 logsumexp and gradient.  Below
+    `EXACT_BELOW` entries the select stays, as the tails do: an unrolled HMM's 8 x 8 steps
+    would pay a reduction each for the doubt."""
     return _shared("max_and_sum", x, axes, _compute_max_and_sum)
 
 
 def _compute_max_and_sum(x, axes: tuple[int, ...]):
     m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
-    shifted = x - jnp.where(m == -jnp.inf, 0, m)
-    e = settle(jnp.exp(shifted), jnp.any(m == jnp.inf), lambda: jnp.exp(_minus_max(x, m, False)))
+
+    def pinned():
+        return jnp.exp(_minus_max(x, m, False))
+
+    if np.size(x) < EXACT_BELOW:  # (where the doubt's own reduction costs more than the select)
+        e = pinned()
+    else:
+        e = settle(jnp.exp(x - jnp.where(m == -jnp.inf, 0, m)), jnp.any(m == jnp.inf), pinned)
     return m, e, jnp.sum(e, axis=axes, keepdims=True)
 
 
