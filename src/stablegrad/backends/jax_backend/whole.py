@@ -137,14 +137,9 @@ def _ties_and_rest(e, axes: tuple[int, ...]):
     """The max entries' e is exactly 1 and the others' below 1, so ties = Σ floor(e) and
     rest = Σ (e - floor(e)).  (An entry just below the max whose exp rounds to 1 counts
     as a tie: the same total.)  Counted from e alone, both sums fuse into the loop that
-    computes e; a select on `x == max` would not.  The two are stacked and summed as one
-    reduction: on an unrolled HMM's 8 x 8 steps, where each of XLA's loops costs more than
-    its arithmetic, a second reduction a step was a tenth of the run time.  (A variadic
-    `lax.reduce` would do the same, but JAX cannot differentiate it twice.)"""
+    computes e; a select on `x == max` would not."""
     whole = jnp.floor(e)
-    axes = tuple(a % e.ndim for a in axes)
-    both = jnp.sum(jnp.stack([whole, e - whole], axis=-1), axis=axes, keepdims=True)
-    return both[..., 0], both[..., 1]
+    return jnp.sum(whole, axis=axes, keepdims=True), jnp.sum(e - whole, axis=axes, keepdims=True)
 
 
 def lower_logsumexp(op: LogSumExp, x):
