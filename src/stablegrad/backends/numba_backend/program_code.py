@@ -278,8 +278,8 @@ def _logsumexp_code(op, x: str, x_type, out: str, out_type) -> tuple[list[str], 
     if isinstance(op, LogSumExp) and matrix:
         # the logs in one call of a loop without libm calls (a log1p each was a fifth of an
         # HMM's forward step); the kernel turns rest into the total, which nothing reads here
-        target = out if not op.keepdims else f"{out}{per_row}"
-        lines.append(f"column_logsumexp({m}{per_row}, {rest}{per_row}, {ties}{per_row}, {target})")
+        into = out if not op.keepdims else f"{out}{per_row}"
+        lines.append(f"column_logsumexp({m}{per_row}, {rest}{per_row}, {ties}{per_row}, {into})")
     elif isinstance(op, LogSumExp):
         kept = [a for a in range(len(shape)) if a not in axes]
         target = [j[a] if a in kept else "0" for a in range(len(shape))] if op.keepdims else [j[a] for a in kept]

@@ -120,7 +120,7 @@ def loop_source(program: Program, n_carry: int, n_xs: int, n_ys: int, stored: tu
     return "\n".join(lines) + "\n"
 
 
-def _copied(target: str, source: str, shape: tuple[int, ...]) -> list[str]:
+def _copied(target: str, source: str, shape: tuple) -> list[str]:
     """`target<index>] = source[index]` over `shape` (target the text up to the index, as
     `y0[t, `): on a step's small arrays a nest of loops costs less than a slice assignment."""
     index = ", ".join(f"i{a}" for a in range(len(shape)))
