@@ -130,6 +130,26 @@ def test_a_loop_bodys_logsumexp_over_either_axis_keeps_the_edge_rows(compiled_lo
     assert compiled_loops and all(compiled_loops)
 
 
+def test_a_carry_and_an_output_that_are_one_entry_constants_compile(compiled_loops, monkeypatch):
+    """A new carry or a per-step output that is a one-entry constant is a number in the loop's
+    code (`c0[:] = 1.0`), not an array to copy: the loop compiles instead of falling back."""
+
+    def fell_back(*args):
+        raise AssertionError(f"the loop fell back to NumPy: {args}")
+
+    monkeypatch.setattr(scan_loop, "warn_unsupported", fell_back)
+    xs = sg.tensor("xs", (5, 1), "float64")
+
+    def step(carry, x):
+        a, b = carry
+        return (sg.ones(1), a * x + b), sg.ones(1)
+
+    (a, b), ys = sg.scan(step, (sg.zeros(1), sg.ones(1)), xs)
+    got = _same([xs], [a, b, ys], [np.arange(1.0, 6.0).reshape(5, 1)], rtol=0)
+    assert got[1].tolist() == [15.0] and got[2].tolist() == [[1.0]] * 5
+    assert "c0[:] = 1.0" in compiled_loops[0]
+
+
 def test_a_float32_loop_stays_float32():
     values = [RNG.normal(size=(4, 4)), RNG.normal(size=(100, 4)), RNG.normal(size=4)]
     got = _same(*_hmm(100, 4, "float32"), [v.astype(np.float32) for v in values], rtol=2e-5)

@@ -104,10 +104,10 @@ def loop_source(program: Program, n_carry: int, n_xs: int, n_ys: int, stored: tu
     # body's, from a copy where the value is an input of the step (a carry passed through or
     # swapped, a view of one), which a write-back before it could have changed
     for i, s in enumerate(outputs[:n_carry]):
-        if names[s] != f"c{i}" and names[s] not in code.buffers:
+        if names[s] != f"c{i}" and names[s] not in code.buffers and s not in numbers:
             body.append(f"n{i} = {names[s]}.copy()")
     for i, s in enumerate(outputs[:n_carry]):
-        if names[s] in numbers:
+        if s in numbers:  # (a one-entry constant: a number in the code)
             body.append(f"c{i}[:] = {names[s]}")
         elif names[s] != f"c{i}":
             body += _copied(f"c{i}[", names[s] if names[s] in code.buffers else f"n{i}", types[i].shape)
