@@ -96,8 +96,9 @@ class Program:
         return [_to_numpy(r) for r in results]
 
     def _scalar(self, value):
-        """A scalar result as a Python number (a replicated one read on this host's first device)."""
-        return np.asarray(value).item() if self._shardings is None else _scalar(value)
+        """A scalar result as a Python number (sharded, the replica on this host's first device:
+        each host holds all of it)."""
+        return np.asarray(value if self._shardings is None else value.addressable_data(0)).item()
 
     def _raise_failed(self, checks: list[tuple[str, tuple | None]], checked: list) -> None:
         for (message, location), (failed, detail) in zip(checks, checked):
@@ -188,11 +189,6 @@ def _x64():
     if enable_x64 is None:  # JAX before the top-level context manager
         from jax.experimental import enable_x64
     return enable_x64(True)
-
-
-def _scalar(value):
-    """A replicated scalar result as a Python number (each host holds all of it)."""
-    return np.asarray(value.addressable_data(0)).item()
 
 
 def check_shard(inputs: list[Variable], shard: Mapping) -> dict[int, int]:
