@@ -23,6 +23,7 @@ from stablegrad.ops.base import Elementwise
 from stablegrad.ops.composite import OpFromGraph, SymbolicOp, inline
 from stablegrad.ops.gradient_mask import MaskedGradient, masked_gradient
 from stablegrad.ops.math import DigammaDifference, Exp, SechSquared, erfcx
+from stablegrad.ops.monomial import monomial
 from stablegrad.ops.partials import AffineProduct, AffineQuotient, affine_product, affine_quotient, over_argument
 from stablegrad.ops.stable.logerfc import log_erfc
 
@@ -185,6 +186,8 @@ def _representative_graphs():
         # quotients differentiated without the quotient rule's cancellation
         affine_quotient(a - b, a + b, [a, b], [1, -1, 0], [1, 1, 0]), over_argument(a, "sin"), over_argument(a, "sinh"),
         affine_product(a - b, a + b, [a, b], [1, -1, 0], [1, 1, 0]),
+        # products kept in range
+        monomial([a, b, v], [2, -1, 1]),
         # complex numbers
         sg.real(c), sg.imag(c), sg.conj(c), sg.angle(c), abs(c), stable.logsumexp(c, axis=1),
         *stable.logsumexp(c, axis=0, b=c * 1j, return_sign=True), stable.logsumexp(a, axis=1, b=c, where=a > 0.1),

@@ -129,6 +129,19 @@ PIECES = [
     Piece("sigmoid(x) ** c", lambda x, c: sg.sigmoid(x) ** c(2.5)),
     Piece("arctan(x) - pi/4", lambda x, c: sg.arctan(x) - c(np.pi / 4)),
     Piece("log(cosh(x) / sinh(x))", lambda x, c: sg.log(sg.cosh(x) / sg.sinh(x))),
+    # differences at shifted arguments, and odd functions less their argument (rewrite/trigonometric.py)
+    Piece("sin(x + c) - sin(x)", lambda x, c: sg.sin(x + c(1e-3)) - sg.sin(x)),
+    Piece("cos(x) - cos(x - c)", lambda x, c: sg.cos(x) - sg.cos(x - c(1e-3))),
+    Piece("tan(x + c) - tan(x)", lambda x, c: sg.tan(x + c(1e-3)) - sg.tan(x)),
+    Piece("arctan(x + c) - arctan(x)", lambda x, c: sg.arctan(x + c(1.0)) - sg.arctan(x)),
+    Piece("x - sin(x)", lambda x, c: x - sg.sin(x)),
+    Piece("sinh(x) - x", lambda x, c: sg.sinh(x) - x),
+    Piece("x - tan(x)", lambda x, c: x - sg.tan(x)),
+    Piece("tanh(x) - x", lambda x, c: sg.tanh(x) - x),
+    # products and quotients whose partial results leave the range (rewrite/monomials.py)
+    Piece("(c - cos(x)) / (x * x)", lambda x, c: (c(1.0) - sg.cos(x)) / (x * x)),
+    Piece("x * x / (x + c)", lambda x, c: x * x / (x + c(1.0))),
+    Piece("x * x * x * (x + c)", lambda x, c: x * x * x * (x + c(0.5))),
     # quotients by exp and cosh
     Piece("c / exp(x)", lambda x, c: c(0.5) / sg.exp(x)),
     Piece("c / (exp(x) + exp(-x))", lambda x, c: c(2.0) / (sg.exp(x) + sg.exp(-x))),
@@ -294,6 +307,8 @@ PIECES = [
     Piece("exp(x) * where(x > c, c2, c3)", lambda x, c: sg.exp(x) * sg.where(x > c(700.0), c(0.5), c(2.0))),
     Piece("exp(log(x) + c)", lambda x, c: sg.exp(sg.log(x) + c(1.0))),
     Piece("c ** x * c2 ** (-x)", lambda x, c: c(10.0) ** x * c(9.0) ** (-x)),
+    Piece("sin(x + c) - sin(c2 * x)", lambda x, c: sg.sin(x + c(1e-3)) - sg.sin(c(2.0) * x)),
+    Piece("x - tan(c * x)", lambda x, c: x - sg.tan(c(0.5) * x)),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]

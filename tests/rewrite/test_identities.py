@@ -89,6 +89,15 @@ NDTR = (-40.0, -10.0, -3.0, -1.0, 0.0, 1e-8, 1.0, 5.0, 8.5, 10.0)
 NDTR32 = (-13.0, -5.0, -1.0, 0.0, 1.0, 5.0, 9.0)
 LINE = (-800.0, -40.0, -1.0, -1e-8, 0.0, 1.0, 20.0, 40.0, 700.0)
 LINE32 = (-100.0, -20.0, -1.0, 0.0, 1e-4, 3.0, 17.0, 40.0)
+#: (x, e) for a difference at arguments a shift e apart: small shifts, where the written one cancels,
+#: and large ones (not next to a zero of the answer or of its derivatives, where either form is
+#: as ill-conditioned as the other; at x = -40 a shift that keeps x + e exact: the rounding of
+#: x + e, which the written formula has too, moves tan(x + e) by 18 ulps there)
+SHIFTS = ((1.0, 1e-10), (1e5, 1.0), (-3.0, 1e-17), (0.5, -1e-12), (2.0, 0.7), (-40.0, 2.0**-20))
+SHIFTS32 = ((1.0, 1e-5), (100.0, 1.0), (-3.0, 1e-8), (0.5, -1e-6), (2.0, 0.7), (-40.0, 1e-3))
+#: an odd function less its argument: both sides of the series' edge |x| = 1
+ODD = (-3.0, -0.999, -0.3, -1e-8, 1e-200, 1e-5, 0.5, 1.0, 1.5, 30.0)
+ODD32 = (-3.0, -0.999, -0.3, -1e-4, 1e-30, 1e-3, 0.5, 1.0, 1.5, 17.0)
 NEGATIVE = (-800.0, -40.0, -3.0, -0.5, -1e-10, -1e-300)
 NEGATIVE32 = (-100.0, -10.0, -0.5, -1e-5, -1e-30)
 PAIRS = ((50.0, 45.0), (-40.0, -45.0), (3.0, -3.0), (800.0, 799.0), (-800.0, -801.0), (1e-8, -1e-8), (40.0, 39.0))
@@ -867,6 +876,89 @@ CASES = [
         (-0.9, -0.5, -1e-4, 1e-30, 0.5, 0.999, 3.0, 1e30),
         lambda x: sg.log1p(x) - 2.0 * x,
         (NAN, NAN),  # (+inf: inf - inf, as written)
+    ),
+    Case(
+        "sin(x + e) - sin(x)",
+        "sine_difference_to_product",
+        lambda x, e: sg.sin(x + e) - sg.sin(x),
+        lambda x, e, k: mp.sin(x + e) - mp.sin(x),
+        SHIFTS,
+        SHIFTS32,
+        lambda x, e: sg.sin(x + e) - sg.sin(2.0 * x),
+        arity=2,
+    ),
+    Case(
+        "cos(x) - cos(x - e)",
+        "cosine_difference_to_product",
+        lambda x, e: sg.cos(x) - sg.cos(x - e),
+        lambda x, e, k: mp.cos(x) - mp.cos(x - e),
+        SHIFTS,
+        SHIFTS32,
+        lambda x, e: sg.cos(x) - sg.cos(e - x),
+        arity=2,
+    ),
+    Case(
+        "tan(e + x) - tan(x)",
+        "tangent_difference_to_quotient",
+        lambda x, e: sg.tan(e + x) - sg.tan(x),
+        lambda x, e, k: mp.tan(e + x) - mp.tan(x),
+        SHIFTS,
+        SHIFTS32,
+        lambda x, e: sg.tan(e + x) - sg.tan(1.5 * x),
+        arity=2,
+    ),
+    Case(
+        "arctan(x + e) - arctan(x)",
+        "arctan_difference_to_arctan",
+        lambda x, e: sg.arctan(x + e) - sg.arctan(x),
+        lambda x, e, k: mp.atan(x + e) - mp.atan(x),
+        ((1e10, 1.0), (-1e8, 2.0), (3.0, 1e-9), (-0.5, 3.0), (1e150, 1e140), (0.25, -1e-20)),
+        ((1e5, 1.0), (-1e4, 2.0), (3.0, 1e-5), (-0.5, 3.0), (1e15, 1e14), (0.25, -1e-10)),
+        lambda x, e: sg.arctan(x + e) - sg.arctan(x + 1.0),
+        arity=2,
+    ),
+    Case(
+        "x - sin(x)",
+        "odd_function_less_argument_by_series",
+        lambda x: x - sg.sin(x),
+        lambda x, k: x - mp.sin(x),
+        ODD,
+        ODD32,
+        lambda x: 2.0 * x - sg.sin(x),
+        (NAN, NAN),  # (sin(±inf) is NaN)
+    ),
+    Case(
+        "sinh(x) - x",
+        "odd_function_less_argument_by_series",
+        lambda x: sg.sinh(x) - x,
+        lambda x, k: mp.sinh(x) - x,
+        ODD,
+        ODD32,
+        lambda x: sg.sinh(x) - sg.sin(x),
+        (NAN, NAN),  # (inf - inf, as written)
+        huge=700.0,
+    ),
+    Case(
+        "x - tan(x)",
+        "odd_function_less_argument_by_series",
+        lambda x: x - sg.tan(x),
+        lambda x, k: x - mp.tan(x),
+        # (not next to x = ±π, where the written derivative 1 - (1 + tan²(x)) that the rule leaves
+        # alone beyond |x| = 1 cancels)
+        tuple(x for x in ODD if abs(x) != 3.0) + (-2.0,),
+        tuple(x for x in ODD32 if abs(x) != 3.0) + (-2.0,),
+        lambda x: x - sg.tan(x + 1.0),
+        (NAN, NAN),  # (tan(±inf) is NaN)
+    ),
+    Case(
+        "tanh(x) - x",
+        "odd_function_less_argument_by_series",
+        lambda x: sg.tanh(x) - x,
+        lambda x, k: mp.tanh(x) - x,
+        ODD,
+        ODD32,
+        lambda x: sg.tanh(x) - x / 2.0,
+        (INF, -INF),
     ),
     Case(
         "exp(log(a) + log(b))",

@@ -188,11 +188,12 @@ def explain(outputs, file=None) -> str:
 
 
 def _explain_text(log: ChangeLog, file) -> str:
-    shown = [c for c in log.changes if c.kind not in (Kind.INLINING, Kind.GUARD)]
+    counted = [c for c in log.changes if c.kind is Kind.GUARD or c.note]
+    shown = [c for c in log.changes if c.kind is not Kind.INLINING and not (c.kind is Kind.GUARD or c.note)]
     # (a formula and its gradient are rewritten alike: each rewrite is listed once)
     lines = list(dict.fromkeys(str(c) for c in shown))
-    # guards change no value and fire on the nodes of pullbacks too: one line per source line
-    guarded = Counter((c.location, c.rule, c.note) for c in log.changes if c.kind is Kind.GUARD)
+    # guards, and rules with a note, fire on the nodes of pullbacks too: one line per source line
+    guarded = Counter((c.location, c.rule, c.note) for c in counted)
     lines += [
         f"{format_location(location)}  {count} {note}   [{rule}]" for (location, rule, note), count in guarded.items()
     ]

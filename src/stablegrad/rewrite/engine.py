@@ -51,6 +51,9 @@ class Phase(enum.Enum):
     #: value-preserving rewrites of how a gradient is taken, run only before differentiating
     GRADIENT = "gradient"
     SPECIALIZE = "specialize"
+    #: after everything else, with recognition: products kept in range (`monomials`), the
+    #: gradient's own among them
+    RANGE = "range"
 
 
 class Kind(enum.Enum):

@@ -98,6 +98,7 @@ from .patterns import (
     constant_value,
     entrywise_operand,
     fits,
+    horner,
     is_constant,
     is_negation,
     negate,
@@ -678,14 +679,6 @@ def log1p_from_difference_of_x_log_x(node):
 
 
 # -- near-0 quotients, by series ------------------------------------------------------------------------
-def _horner(t: Variable, coefficients: list[float]) -> Variable:
-    """Σ coefficients[k]·t^k, by Horner's rule (the highest power innermost)."""
-    total: Variable | float = coefficients[-1]
-    for c in reversed(coefficients[:-1]):
-        total = total * t + c
-    return total  # type: ignore[return-value]
-
-
 #: exprel(x) = expm1(x)/x = Σ x^k/(k+1)!: 18 terms leave the 19th below 2⁻⁵⁵ of the sum for |x| < 1
 _EXPREL = [1.0 / math.factorial(k + 1) for k in range(18)]
 #: (sinh(x)/x - 1)/x² = Σ x^(2k-2)/(2k+1)!, k ≥ 1: 12 terms for x² < 4 (the 13th: 6·4¹²/27! of the first)
@@ -737,7 +730,7 @@ def exprel_from_quotient(node):
             continue
         x = denominator
         small = less(absolute(x), 1.0)
-        series = _horner(x, _EXPREL)
+        series = horner(x, _EXPREL)
         # the written quotient where |x| >= 1, by x read as 1 elsewhere: the same value there, no
         # 0/0 where it is not selected, and a denominator this rule does not match again
         safe = where(small, np.ones((), x.dtype), x)
@@ -779,7 +772,7 @@ def cot_difference_by_series(node):
             continue
         c, x = a
         small = less(absolute(x), 1.0)
-        series = x * _horner(x * x, _INVCOT)
+        series = x * horner(x * x, _INVCOT)
         # the difference where |x| >= 1, of 1 elsewhere (no inf - inf where it is not selected), with
         # cot as cos/sin: as accurate there, and not this rule's pattern again
         safe = where(small, np.ones((), x.dtype), x)
@@ -844,7 +837,7 @@ def log_sinhc_from_log_of_quotient(node):
     if hyperbolic is None or hyperbolic.inputs[0] is not x or not _float(x):
         return None
     t = x * x
-    near = log1p(t * _horner(t, _SINHC))
+    near = log1p(t * horner(t, _SINHC))
     a = absolute(x)
     far = a - log(2.0 * a) + log1p(negate(exp(-2.0 * a)))
     small = less(a, 2.0)
@@ -904,7 +897,7 @@ def log1pmx_from_difference(node):
         near = logical_and(greater(x, -0.5), less(x, 1.0))
         xs = where(near, x, np.zeros((), x.dtype))  # (no 0/0 at x = -2 where it is not selected)
         u = xs / (xs + 2.0)
-        series = negate(xs * xs / (xs + 2.0)) + 2.0 * (u * u * u) * _horner(u * u, _LOG1PMX)
+        series = negate(xs * xs / (xs + 2.0)) + 2.0 * (u * u * u) * horner(u * u, _LOG1PMX)
         # (a sum with the negation: the difference itself would be matched again)
         written = logarithm + negate(x) if sign == 1.0 else x + negate(logarithm)
         return fits(where(near, series if sign == 1.0 else negate(series), written), node)

@@ -187,3 +187,11 @@ def add_terms(v: Variable) -> list[Variable]:
     if node is None:
         return [v]
     return add_terms(node.inputs[0]) + add_terms(node.inputs[1])
+
+
+def horner(t: Variable, coefficients: list[float]) -> Variable:
+    """Σ coefficients[k]·t^k, by Horner's rule (the highest power innermost): a series' graph."""
+    total: Variable | float = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        total = total * t + c
+    return total  # type: ignore[return-value]

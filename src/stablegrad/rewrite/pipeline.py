@@ -1,6 +1,7 @@
 """The rewrite pipeline, in order.  This module is the one place that says what runs when.
 
     canonicalize → stabilize (recognition) → gradient (only before differentiating) → specialize (late inlining)
+    → range (products kept in range)
 
 Each phase is one linear bottom-up pass (`engine.Rebuilder`) that also merges
 duplicate subgraphs and folds constants.  `recognise` is the value-preserving
@@ -25,6 +26,7 @@ from . import (
     canonicalize,
     exponentials,
     identities,
+    monomials,
     norms,
     partials,
     probability,
@@ -32,6 +34,7 @@ from . import (
     scaled,
     specialize,
     stabilize,
+    trigonometric,
 )
 from .engine import ChangeLog, Kind, Phase, Rebuilder, Rewrite, active_log, rewrite
 
@@ -95,6 +98,7 @@ PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
         + stabilize.RULES
         + identities.RULES
         + exponentials.RULES
+        + trigonometric.RULES
         + probability.RULES
         + scaled.RULES
         + norms.RULES
@@ -103,8 +107,9 @@ PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
         + BODY_RULES,
     ),
     # only `recognise` runs it: these rules would hide a quotient from a value's recognition
-    (Phase.GRADIENT, partials.RULES),
+    (Phase.GRADIENT, partials.RULES + monomials.RULES),
     (Phase.SPECIALIZE, specialize.RULES),
+    (Phase.RANGE, monomials.RULES),
 )
 
 
@@ -152,7 +157,7 @@ def optimize(
     constant folding and inlining, none of which changes a value.  `keep_whole`
     says which composites the target backend runs as one node instead of inlining.
     """
-    phases = [Phase.CANONICALIZE, Phase.STABILIZE, Phase.SPECIALIZE] if recognition else [Phase.SPECIALIZE]
+    phases = [Phase.CANONICALIZE, Phase.STABILIZE, Phase.SPECIALIZE, Phase.RANGE] if recognition else [Phase.SPECIALIZE]
     token = specialize.KEEP_WHOLE.set(keep_whole)
     try:
         result = run_phases(outputs, phases, keep, log)

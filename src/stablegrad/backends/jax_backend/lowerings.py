@@ -34,10 +34,11 @@ from ...graph.types import is_floating
 from ...ops import complex_parts, creation, decompositions, elementwise, indexing, linalg, reduction, shape
 from ...ops import math as math_ops
 from ...ops.base import _numpy_result_dtype
+from ...ops.monomial import ARITHMETIC, SCALED, Monomial, evaluate, explained, out_of_range
 from ...ops.stable._common import MaxShift
 from ...ops.stable.logsumexp import LogCumSumExp
 from ...ops.stable.softmax import LabelsInRange
-from .flags import check
+from .flags import check, settle
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -230,6 +231,23 @@ def lower_logical(op, *xs):
 def lower_where(op, c, x, y):
     dtype = _numpy_result_dtype(op, (np.dtype(c.dtype), np.dtype(x.dtype), np.dtype(y.dtype)))
     return jnp.where(c, *_cast([x, y], dtype))
+
+
+def lower_monomial(op, *xs):
+    """The tree as written; where that is not a normal number its factors explain, the tree again
+    with exponents carried apart (`ops.monomial`): speculated (`settle`), as such entries are rare."""
+    dtype = _numpy_result_dtype(op, tuple(np.dtype(x.dtype) for x in xs))
+    xs = tuple(_cast([jnp.asarray(x) for x in xs], dtype))
+    nodes: list = []
+    written = evaluate(op.tree, xs, ARITHMETIC, nodes)
+    off = out_of_range(nodes, dtype, jnp) & ~explained(written, xs, jnp)
+
+    def exact():
+        pairs = [jnp.frexp(x) for x in xs]
+        significand, exponent = evaluate(op.tree, pairs, SCALED)
+        return jnp.where(off, jnp.ldexp(significand, exponent), written)
+
+    return rounded(settle(written, jnp.any(off), exact))
 
 
 def lower_cast(op, x):
@@ -561,6 +579,7 @@ LOWERINGS: dict[type, Callable] = {
     elementwise.Logical: lower_logical,
     elementwise.Where: lower_where,
     elementwise.Cast: lower_cast,
+    Monomial: lower_monomial,
     math_ops.Polygamma: lower_polygamma,
     reduction.Sum: lower_sum,
     reduction.Prod: lower_prod,

@@ -271,7 +271,13 @@ def scalar_expression(node: Apply, operands: Sequence[str]) -> str:
         texts.insert(0, condition)
     form = scalar_form(node.op)
     assert form is not None
-    return cast("(" + form.format(*texts) + ")", common, node.outputs[0].dtype, force=True)
+    limits = np.finfo(common) if is_floating(common) else None  # (a monomial's range)
+    text = (
+        form.format(*texts, tiny=repr(float(limits.tiny)), huge=repr(float(limits.max)))
+        if limits
+        else form.format(*texts)
+    )
+    return cast("(" + text + ")", common, node.outputs[0].dtype, force=True)
 
 
 def _down_the_rows(node: Apply) -> bool:

@@ -76,6 +76,7 @@ from ...ops.math import (
     Sinh,
     Tanh,
 )
+from ...ops.monomial import Monomial, evaluate
 from ...ops.reduction import Sum
 from ...ops.stable import LogSumExp
 from ...ops.stable.logsumexp import LogSumExpGrad
@@ -145,7 +146,52 @@ def scalar_form(op: Op) -> str | None:
         return _LOGICAL.get(op.ufunc)
     if isinstance(op, Cast):
         return "{0}"  # the result cast below does the work
+    if isinstance(op, Monomial):
+        return _monomial_form(op.tree)
     return None
+
+
+#: a monomial's tree as source text: its values, and the exponents carried apart (`ops.monomial`)
+_TEXT = {
+    "multiply": "({} * {})".format,
+    "divide": "({} / {})".format,
+    "negative": "(-{})".format,
+    "square": lambda a: f"({a} * {a})",
+    "reciprocal": "(1.0 / {})".format,
+}
+_EXPONENT_TEXT = {
+    "multiply": "({} + {})".format,
+    "divide": "({} - {})".format,
+    "negative": "{}".format,
+    "square": "(2 * {})".format,
+    "reciprocal": "(-{})".format,
+}
+
+
+def _monomial_form(tree) -> str:
+    """The tree as written, and where a node of it is no normal number (`{tiny}`, `{huge}`: the
+    dtype's range, filled in by `scalar_expression`) and the factors do not explain the result,
+    with exponents carried: a branch taken almost never."""
+    n = max(_leaves(tree)) + 1
+    x = [f"{{{i}}}" for i in range(n)]
+    nodes: list[str] = []
+    written = evaluate(tree, x, _TEXT, nodes)
+    significand = evaluate(tree, [f"math.frexp({a})[0]" for a in x], _TEXT)
+    exponent = evaluate(tree, [f"math.frexp({a})[1]" for a in x], _EXPONENT_TEXT)
+
+    def any_of(test: str) -> str:
+        return "(" + " or ".join(test.format(a) for a in x) + ")"
+
+    explained = (
+        f"({written} == 0 and {any_of('{} == 0')}) or (abs({written}) == np.inf and {any_of('abs({}) == np.inf')})"
+        f" or ({written} != {written} and {any_of('{0} != {0}')})"
+    )
+    in_range = " and ".join(f"{{tiny}} <= abs({v}) <= {{huge}}" for v in nodes)
+    return f"({written} if ({in_range}) or {explained} else math.ldexp({significand}, {exponent}))"
+
+
+def _leaves(tree) -> list[int]:
+    return [tree] if isinstance(tree, int) else [i for part in tree[1:] for i in _leaves(part)]
 
 
 def _known(v: Variable) -> tuple[int, ...] | None:

@@ -1,0 +1,227 @@
+"""Products and quotients whose partial results leave the float range where the answer does not
+(ops/monomial.py, rewrite/monomials.py): values and gradients against mpmath's exact products,
+the written bits kept where they are a normal number, the written formula's zeros, infinities
+and NaNs kept where the factors make them, and the rule's reach (what it folds, what it leaves)."""
+
+from __future__ import annotations
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+import stablegrad as sg
+from stablegrad.ops.monomial import Monomial, monomial
+
+from .written import ulps
+
+RULE = "[monomial_from_products]"
+BACKENDS = ["numpy", "numba", "jax"]
+
+
+def _exact(fn, *columns):
+    """fn of each row of float inputs in mpmath (exactly: 60 digits hold these products), as floats."""
+    with mp.workdps(max(60, mp.mp.dps)):
+        return np.array([float(fn(*(mp.mpf(float(v)) for v in row))) for row in zip(*columns)])
+
+
+# -- values: in range where the answer is ------------------------------------------------------------------
+CASES = [
+    # (name, the graph, its value and partials in mpmath, float64 and float32 columns: factors whose
+    # partial products over- or underflow although the answer and its partials do not, and ordinary ones)
+    (
+        "y*y*y/(x*x)",
+        lambda x, y: y * y * y / (x * x),
+        (lambda x, y: y**3 / x**2, lambda x, y: -2 * y**3 / x**3, lambda x, y: 3 * y**2 / x**2),
+        ([1e-200, 1e200, 3.0, -1e-100, 1e150], [1e-150, 1e150, 2.0, 1e-70, -1e110]),
+        ([1e-25, 1e25, 3.0, -1e-12, 1e18], [1e-18, 1e18, 2.0, 1e-9, -1e13]),
+    ),
+    (
+        "-(x*x)/(y*y)",
+        lambda x, y: -(x * x) / (y * y),
+        (lambda x, y: -(x**2) / y**2, lambda x, y: -2 * x / y**2, lambda x, y: 2 * x**2 / y**3),
+        ([1e-200, 1e200, 3.0, 1e-170, 1e300], [1e-190, 1e210, 0.5, 1e-160, 1e301]),
+        ([1e-25, 1e25, 3.0, 1e-21, 1e37], [1e-23, 1e26, 0.5, 1e-20, 1e38]),
+    ),
+    (
+        "x*(x*x)/y",
+        lambda x, y: x * (x * x) / y,
+        (lambda x, y: x**3 / y, lambda x, y: 3 * x**2 / y, lambda x, y: -(x**3) / y**2),
+        ([1e110, 1e-110, 7.0, -1e-150], [1e300, 1e-300, 3.0, 1e-200]),
+        ([1e14, 1e-16, 7.0, -1e-18], [1e37, 1e-37, 3.0, 1e-30]),
+    ),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name, build, exact, points, points32", CASES, ids=[c[0] for c in CASES])
+def test_value_and_gradient_stay_in_range(name, build, exact, points, points32, dtype, backend):
+    if backend != "numpy":
+        pytest.importorskip(backend)
+    x, y = sg.vector("x", dtype=dtype), sg.vector("y", dtype=dtype)
+    out = build(x, y)
+    f = sg.function([x, y], [out, *sg.grad(sg.sum(out), [x, y])], backend=backend)
+    assert RULE in f.explain()
+    args = [np.array(c, dtype=dtype) for c in (points if dtype == "float64" else points32)]
+    with np.errstate(all="ignore"):
+        written = sg.function([x, y], out, recognition=False, backend="numpy")(*args)
+    got = f(*args)
+    expected = [_exact(fn, *args) for fn in exact]
+    tiny = float(np.finfo(dtype).tiny)
+    for g, e in zip(got, expected):
+        assert g.dtype == np.dtype(dtype)
+        in_range = np.abs(e) >= tiny  # (XLA flushes subnormal results to 0)
+        assert np.all(ulps(g[in_range], e[in_range], dtype) <= 8), (g, e)
+    # (and these are points where the written tree leaves the range)
+    with np.errstate(invalid="ignore"):
+        assert not np.all(ulps(written, expected[0], dtype) <= 8)
+
+
+def test_the_written_bits_where_the_written_result_is_normal():
+    x, y, z = sg.vector("x"), sg.vector("y"), sg.vector("z")
+    f = sg.function([x, y, z], (x * y) / (z * z))
+    assert RULE in f.explain()
+    rng = np.random.default_rng(1)
+    a, b, c = (rng.normal(size=1000) * 10.0 ** rng.integers(-5, 5, 1000) for _ in range(3))
+    np.testing.assert_array_equal(f(a, b, c), (a * b) / (c * c))
+
+
+def test_one_minus_cos_over_its_square_near_zero():
+    x = sg.vector("x")
+    f = sg.function([x], (1.0 - sg.cos(x)) / (x * x))
+    points = np.array([1e-300, -1e-200, 1e-160, 1e-5, 1.0])
+    with mp.workdps(700):  # (1 - cos(1e-300) needs 600 digits to be more than 0)
+        exact = _exact(lambda t: (1 - mp.cos(t)) / t**2, points)
+    assert np.all(ulps(f(points), exact, "float64") <= 4)
+
+
+# -- zeros, infinities and NaN ------------------------------------------------------------------------------
+def test_zeros_infinities_and_nans_of_the_factors():
+    x, y, z = sg.vector("x"), sg.vector("y"), sg.vector("z")
+    f = sg.function([x, y, z], (x * y * y) / z)
+    x_ = np.array([0.0, 0.0, 1e200, np.inf, np.inf, np.nan, 0.0, 1e-200])
+    y_ = np.array([1e200, 1.0, 1e200, 1e-200, 0.0, 1.0, 1.0, 1e-200])
+    z_ = np.array([1e-200, 0.0, np.inf, 1e300, 1.0, 1.0, np.inf, 0.0])
+    with np.errstate(all="ignore"):
+        got = f(x_, y_, z_)
+    # 0·(huge)² / tiny: 0 (the written 0·inf is NaN); 0/0: NaN; huge³/inf: 0; inf·tiny²/huge: inf
+    # (the written inf·0 is NaN); inf·0: NaN; NaN: NaN; 0/inf: 0; tiny³/0: inf (as written)
+    expected = np.array([0.0, np.nan, 0.0, np.inf, np.nan, np.nan, 0.0, np.inf])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_cancelling_factors_are_not_cancelled():
+    x, y = sg.vector("x"), sg.vector("y")
+    f = sg.function([x, y], (x * y * y) / x)  # (x·y·y is folded, the quotient by x is not)
+    with np.errstate(all="ignore"):
+        value = f(np.array([0.0, np.inf, 2.0]), np.array([3.0, 3.0, 3.0]))
+    np.testing.assert_array_equal(value, [np.nan, np.nan, 9.0])  # 0/0 and inf/inf, as written
+
+
+# -- what the rule folds, and what it leaves --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "build, folds",
+    [
+        (lambda a, b, c: a * b * c, False),  # three factors and no divisor
+        (lambda a, b, c: a * a * b, False),
+        (lambda a, b, c: 2.0 * a * b / 3.0, False),  # (constants are not counted)
+        (lambda a, b, c: a * b * c * a, True),  # four
+        (lambda a, b, c: sg.square(a) * sg.square(b), True),
+        (lambda a, b, c: a * b / c, True),  # three with a divisor
+        (lambda a, b, c: -(a / (b * c)), True),
+        (lambda a, b, c: sg.reciprocal(a) * b * c, True),
+        (lambda a, b, c: a * a / 2.0, False),
+    ],
+)
+def test_which_products_are_folded(build, folds):
+    a, b, c = sg.vector("a"), sg.vector("b"), sg.vector("c")
+    assert (RULE in sg.function([a, b, c], build(a, b, c)).explain()) == folds
+
+
+def test_broadcast_factors_keep_the_written_shape():
+    x, y = sg.matrix("x"), sg.vector("y")
+    f = sg.function([x, y], [x * x / y, sg.grad(sg.sum(x * x / y), y)])
+    a, b = np.full((3, 4), 1e200), np.full(4, 1e300)
+    value, grad = f(a, b)
+    assert value.shape == (3, 4) and grad.shape == (4,)
+    np.testing.assert_allclose(value, 1e100, rtol=1e-15)
+    np.testing.assert_allclose(grad, -3e-200, rtol=1e-14)  # -Σ x²/y² over the 3 rows: 1e400/1e600 each
+
+
+# -- the op itself -------------------------------------------------------------------------------------------------
+def test_second_derivative_of_a_monomial():
+    x, y = sg.vector("x"), sg.vector("y")
+    m = monomial([x, y], [3, -2])
+    assert isinstance(m.owner.op, Monomial)
+    (gx,) = sg.grad(sg.sum(m), [x])
+    (gxx,) = sg.grad(sg.sum(gx), [x])
+    f = sg.function([x, y], [gx, gxx])
+    got_gx, got_gxx = f(np.array([1e-150, 2.0]), np.array([1e-200, 3.0]))
+    # 3x²/y² and 6x/y²: 3e-300/1e-400 and 6e-150/1e-400, their partial products out of range
+    np.testing.assert_allclose(got_gx, [3e100, 12 / 9], rtol=1e-14)
+    np.testing.assert_allclose(got_gxx, [6e250, 12 / 9], rtol=1e-14)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_monomial_in_a_loop_step(backend):
+    if backend != "numpy":
+        pytest.importorskip(backend)
+    xs = sg.matrix("xs")
+
+    def step(total, row):
+        return total + row * row / (row * 1e-300 + 1e-300), None
+
+    final, _ = sg.scan(step, sg.zeros(3), xs)
+    f = sg.function([xs], [final, sg.grad(sg.sum(final), xs)], backend=backend)
+    value, grad = f(np.full((4, 3), 1e-200))
+    # row² underflows as written; row²/1e-300 = 1e-100 a step, 4 steps; the derivative 2·row/1e-300
+    np.testing.assert_allclose(value, 4e-100, rtol=1e-13)
+    np.testing.assert_allclose(grad, 2e100, rtol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_monomial_in_a_fused_numba_loop(dtype, tmp_path, monkeypatch):
+    pytest.importorskip("numba")
+    from stablegrad.backends.numba_backend import loops
+    from stablegrad.backends.numba_backend.loop_source import source
+
+    monkeypatch.setenv("STABLEGRAD_CACHE_DIR", str(tmp_path))
+    x, y = sg.tensor("x", (4096,), dtype), sg.tensor("y", (4096,), dtype)
+    out = y * y * y / (x * x) + 1.0
+    f = sg.function([x, y], [out, *sg.grad(sg.sum(out), [x, y])], backend="numba")
+    (loop,) = [n for n in f.nodes if isinstance(n.op, loops.Loop)]
+    assert "math.ldexp" in source(loop.op)
+    rng = np.random.default_rng(2)
+    low, high = (-300, 300) if dtype == "float64" else (-36, 36)
+    a, b = (10.0 ** rng.uniform(low, high, 4096) * rng.choice([-1, 1], 4096) for _ in range(2))
+    a[:4], b[:4] = [0.0, np.inf, np.nan, 1e-30], [1e-30, 2.0, 1.0, 0.0]
+    args = [a.astype(dtype), b.astype(dtype)]
+    with np.errstate(all="ignore"):
+        expected = sg.function([x, y], [out, *sg.grad(sg.sum(out), [x, y])])(*args)
+    for got, want in zip(f(*args), expected):  # the NumPy backend's perform, entry for entry
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_monomial_of_scalars():
+    x, y = sg.scalar("x"), sg.scalar("y")
+    f = sg.function([x, y], [y * y * y / (x * x), sg.grad(y * y * y / (x * x), x)])
+    value, grad = f(1e-200, 1e-150)
+    assert value == pytest.approx(1e-50, rel=1e-15) and grad == pytest.approx(-2e150, rel=1e-15)
+
+
+def test_a_long_chain_of_products_compiles_in_linear_time():
+    # each fold walks at most monomials.MOST nodes: a chain of n products costs O(n), not O(n²)
+    import time
+
+    def compile_time(n):
+        x, y = sg.vector("x"), sg.vector("y")
+        out = x
+        for _ in range(n):
+            out = out * y / x
+        start = time.perf_counter()
+        sg.function([x, y], [out, sg.grad(sg.sum(out), y)])
+        return time.perf_counter() - start
+
+    compile_time(50)  # (warm)
+    small, large = compile_time(200), compile_time(800)
+    assert large < 8 * small, (small, large)  # linear: about 4x; quadratic would be 16x
