@@ -225,3 +225,35 @@ def test_a_long_chain_of_products_compiles_in_linear_time():
     compile_time(50)  # (warm)
     small, large = compile_time(200), compile_time(800)
     assert large < 8 * small, (small, large)  # linear: about 4x; quadratic would be 16x
+
+
+@pytest.mark.parametrize(
+    "build, value, slope",
+    [
+        (
+            lambda x: (1.0 - sg.cos(x)) / (x * x),
+            lambda t: (1 - mp.cos(t)) / t**2,
+            lambda t: mp.sin(t) / t**2 - 2 * (1 - mp.cos(t)) / t**3,
+        ),
+        (
+            lambda x: x * x / (sg.sinh(x) * sg.sinh(x)),
+            lambda t: t**2 / mp.sinh(t) ** 2,
+            lambda t: 2 * t / mp.sinh(t) ** 2 - 2 * t**2 * mp.cosh(t) / mp.sinh(t) ** 3,
+        ),
+    ],
+    ids=["(1 - cos x)/x²", "x²/sinh(x)²"],
+)
+def test_a_sine_over_its_argument_keeps_its_derivative_near_zero(build, value, slope):
+    # the written partials of the pair cancel (two terms of about 2/x); f(u)/u's series does not
+    x = sg.vector("x")
+    out = build(x)
+    f = sg.function([x], [out, sg.grad(sg.sum(out), x)])
+    points = np.array([1e-200, -1e-8, 1e-3, 0.5, -3.0, 40.0])
+    with mp.workdps(1300):  # (1 - cos(1e-200) needs its 400 digits below the 1)
+        expected = [_exact(value, points), _exact(slope, points)]
+    for got, want in zip(f(points), expected):
+        in_range = np.abs(want) >= np.finfo(np.float64).tiny
+        assert np.all(ulps(got[in_range], want[in_range], "float64") <= 8), (got, want)
+    with np.errstate(all="ignore"):
+        at_zero = f(np.array([0.0]))
+    assert np.isnan(at_zero[0][0])  # 0/0, as written
