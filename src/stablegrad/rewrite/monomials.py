@@ -1,5 +1,5 @@
-"""Products and quotients as one `Monomial`, whose partial results cannot leave the float range
-where the answer does not (`ops/monomial.py`): `sin(x/2)²/x²`, `t²/sinh(t)²`, `eps·expm1(u)/
+"""Products and quotients as one `Monomial`, whose partial products do not take the result out
+of the float range where the answer is in it (`ops/monomial.py`): `sin(x/2)²/x²`, `t²/sinh(t)²`, `eps·expm1(u)/
 (expm1(a)·expm1(b))` at arguments where each partial product over- or underflows.
 
 The rule runs before differentiating (with the GRADIENT phase's rules, after recognition), so
@@ -81,8 +81,8 @@ def _spliced(tree: Tree, parts: list[Tree]) -> Tree:
 def monomial_from_products(node):
     """A tree of products and quotients of three or more factors with a divisor among them, or
     of four or more (`a·b/c`, `t²/sinh(t)²`, `-2n·t³·u`) → one Monomial of the same tree: as
-    written where every partial result is a normal number, with the factors' exponents carried
-    apart where one is not (`ops/monomial.py`).
+    written where its result is a normal number, with the factors' exponents carried apart where
+    it is not (`ops/monomial.py`).
 
     Written, `(1 - cos x)/(x·x)` at x = 1e-200 is 0/0 (both sides underflow, the answer is 1/2)
     and `y³/x²` at y = 1e-150, x = 1e-200 is 0/0 (the answer is 1e-50); their gradients likewise.

@@ -238,9 +238,8 @@ def lower_monomial(op, *xs):
     with exponents carried apart (`ops.monomial`): speculated (`settle`), as such entries are rare."""
     dtype = _numpy_result_dtype(op, tuple(np.dtype(x.dtype) for x in xs))
     xs = tuple(_cast([jnp.asarray(x) for x in xs], dtype))
-    nodes: list = []
-    written = evaluate(op.tree, xs, ARITHMETIC, nodes)
-    off = out_of_range(nodes, dtype, jnp) & ~explained(written, xs, jnp)
+    written = evaluate(op.tree, xs, ARITHMETIC)
+    off = out_of_range(written, jnp) & ~explained(written, xs, jnp)
 
     def exact():
         pairs = [jnp.frexp(x) for x in xs]

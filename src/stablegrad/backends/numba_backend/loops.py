@@ -169,13 +169,12 @@ _EXPONENT_TEXT = {
 
 
 def _monomial_form(tree) -> str:
-    """The tree as written, and where a node of it is no normal number (`{tiny}`, `{huge}`: the
-    dtype's range, filled in by `scalar_expression`) and the factors do not explain the result,
-    with exponents carried: a branch taken almost never."""
+    """The tree as written, and where that is no normal number (`{tiny}`, `{huge}`: the dtype's
+    range, filled in by `scalar_expression`) the factors do not explain, with exponents carried:
+    a branch taken almost never."""
     n = max(_leaves(tree)) + 1
     x = [f"{{{i}}}" for i in range(n)]
-    nodes: list[str] = []
-    written = evaluate(tree, x, _TEXT, nodes)
+    written = evaluate(tree, x, _TEXT)
     significand = evaluate(tree, [f"math.frexp({a})[0]" for a in x], _TEXT)
     exponent = evaluate(tree, [f"math.frexp({a})[1]" for a in x], _EXPONENT_TEXT)
 
@@ -186,8 +185,8 @@ def _monomial_form(tree) -> str:
         f"({written} == 0 and {any_of('{} == 0')}) or (abs({written}) == np.inf and {any_of('abs({}) == np.inf')})"
         f" or ({written} != {written} and {any_of('{0} != {0}')})"
     )
-    in_range = " and ".join(f"{{tiny}} <= abs({v}) <= {{huge}}" for v in nodes)
-    return f"({written} if ({in_range}) or {explained} else math.ldexp({significand}, {exponent}))"
+    in_range = f"({{tiny}} <= abs({written}) <= {{huge}})"
+    return f"({written} if {in_range} or {explained} else math.ldexp({significand}, {exponent}))"
 
 
 def _leaves(tree) -> list[int]:
