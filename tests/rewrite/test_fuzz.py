@@ -142,6 +142,7 @@ PIECES = [
     Piece("(c - cos(x)) / (x * x)", lambda x, c: (c(1.0) - sg.cos(x)) / (x * x)),
     Piece("x * x / (x + c)", lambda x, c: x * x / (x + c(1.0))),
     Piece("x * x * x * (x + c)", lambda x, c: x * x * x * (x + c(0.5))),
+    Piece("sqrt(x * x - c * x) - x", lambda x, c: sg.sqrt(x * x - c(1.0) * x) - x),
     # quotients by exp and cosh
     Piece("c / exp(x)", lambda x, c: c(0.5) / sg.exp(x)),
     Piece("c / (exp(x) + exp(-x))", lambda x, c: c(2.0) / (sg.exp(x) + sg.exp(-x))),

@@ -961,6 +961,26 @@ CASES = [
         (INF, -INF),
     ),
     Case(
+        "-b + sqrt(b*b - p)",
+        "quadratic_root_from_conjugate",
+        lambda b, p: -b + sg.sqrt(b * b - p),
+        lambda b, p, k: -b + _sqrt(b * b - p),
+        ((1e8, 1.0), (-1e8, 1.0), (3.0, 2.0), (1e150, 1e150), (0.5, -1.0), (-2.0, 3.0)),
+        ((1e4, 1.0), (-1e4, 1.0), (3.0, 2.0), (1e15, 1e15), (0.5, -1.0), (-2.0, 3.0)),
+        lambda b, p: -b + sg.sqrt(p * p - b),
+        arity=2,
+    ),
+    Case(
+        "-b - (b**2 - p) ** 0.5",
+        "quadratic_root_from_conjugate",
+        lambda b, p: -b - (b**2 - p) ** 0.5,
+        lambda b, p, k: -b - _sqrt(b * b - p),
+        ((-1e8, 1.0), (1e8, 1.0), (-3.0, 2.0), (-1e150, 1e150), (0.5, -1.0), (2.0, 3.0)),
+        ((-1e4, 1.0), (1e4, 1.0), (-3.0, 2.0), (-1e15, 1e15), (0.5, -1.0), (2.0, 3.0)),
+        lambda b, p: -b - (b**2 + p) ** 0.5,
+        arity=2,
+    ),
+    Case(
         "exp(log(a) + log(b))",
         "product_from_exp_of_sum_of_logs",
         lambda a, b: sg.exp(sg.log(a) + sg.log(b)),
@@ -1375,3 +1395,23 @@ def test_recognised_formulas_run_on_other_backends(case, backend):
     args = _columns(case, case.points)
     for got, want in zip(f(*args), _compiled(case, "float64")(*args)):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=float(np.finfo(np.float64).tiny))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba", "jax"])
+def test_the_quadratic_formula_keeps_both_roots(backend):
+    if backend != "numpy":
+        pytest.importorskip(backend)
+    a, b, c = sg.vector("a"), sg.vector("b"), sg.vector("c")
+    root = sg.sqrt(b * b - 4.0 * a * c)
+    plus, minus = (-b + root) / (2.0 * a), (-b - root) / (2.0 * a)
+    f = sg.function([a, b, c], [plus, minus], backend=backend)
+    assert "[quadratic_root_from_conjugate]" in f.explain()
+    a_, b_, c_ = np.array([1.0, 1.0, 3.0, -2.0]), np.array([1e8, -1e8, 1e-3, 7.0]), np.array([1.0, 2.0, -5.0, 1.0])
+    got = f(a_, b_, c_)
+    with mp.workdps(60):
+        for sign, g in zip((1, -1), got):
+            exact = [
+                float((-mp.mpf(y) + sign * mp.sqrt(mp.mpf(y) ** 2 - 4 * mp.mpf(x) * mp.mpf(z))) / (2 * mp.mpf(x)))
+                for x, y, z in zip(a_, b_, c_)
+            ]
+            assert np.all(_ulps(g, np.array(exact), "float64") <= 4), (g, exact)

@@ -31,6 +31,7 @@ from . import (
     partials,
     probability,
     products,
+    quadratic,
     scaled,
     specialize,
     stabilize,
@@ -99,6 +100,7 @@ PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
         + identities.RULES
         + exponentials.RULES
         + trigonometric.RULES
+        + quadratic.RULES
         + probability.RULES
         + scaled.RULES
         + norms.RULES
