@@ -104,6 +104,7 @@ from .patterns import (
     negate,
     owner,
     reads_as,
+    root_of,
     scaled_core,
     square_of,
     terms_with_signs,
@@ -929,14 +930,6 @@ def product_from_exp_of_sum_of_logs(node):
 
 
 # -- inverse hyperbolic functions ----------------------------------------------------------------------
-def _sqrt_argument(v: Variable) -> Variable | None:
-    node = owner(v, Sqrt)
-    if node is not None:
-        return node.inputs[0]
-    power = owner(v, Power)
-    return power.inputs[0] if power is not None and is_constant(power.inputs[1], 0.5) else None
-
-
 def _square_plus(v: Variable, c: float) -> Variable | None:
     """x for v = x² + c (`x*x + c`, `c + x**2`, `x² - 1` for c = -1), else None."""
     total = owner(v, Add)
@@ -965,7 +958,7 @@ def inverse_hyperbolic_from_log(node):
     if total is None:
         return None
     for x, root in (total.inputs, total.inputs[::-1]):
-        inside = _sqrt_argument(root)
+        inside = root_of(root)
         if inside is None:
             continue
         if _square_plus(inside, 1.0) is x:
@@ -1073,7 +1066,7 @@ def conjugate_from_difference_of_roots(node):
     c / (2√x)), and so does the derivative, a difference of 1/(2√·) terms. The domain is the
     written one: x < 0 makes √x NaN in both. A non-constant or non-positive c must not fire.
     """
-    a, b = (_sqrt_argument(v) for v in node.inputs)
+    a, b = (root_of(v) for v in node.inputs)
     if a is None or b is None:
         return None
     for shifted, plain, sign in ((a, b, 1.0), (b, a, -1.0)):

@@ -7,7 +7,7 @@ import numpy as np
 from ..graph.basic import Apply, Constant, Op, Variable
 from ..ops import stable
 from ..ops.base import Cast, Entrywise
-from ..ops.elementwise import Add, Divide, Multiply, Negative, Square, Subtract, negative
+from ..ops.elementwise import Add, Divide, Multiply, Negative, Sqrt, Square, Subtract, negative
 from ..ops.indexing import Index
 from ..ops.math import Exp, Power
 from ..ops.shape import BroadcastTo, ExpandDims, Reshape, ShapeDim, Squeeze, Transpose
@@ -137,6 +137,15 @@ def scaled_core(t: Variable) -> tuple[Variable, float]:
             t, scale = quotient.inputs[0], scale / c
             continue
         return t, scale
+
+
+def root_of(v: Variable) -> Variable | None:
+    """u for v = √u, written `sqrt(u)` or `u ** 0.5`."""
+    root = owner(v, Sqrt)
+    if root is not None:
+        return root.inputs[0]
+    power = owner(v, Power)
+    return power.inputs[0] if power is not None and is_constant(power.inputs[1], 0.5) else None
 
 
 def square_of(v: Variable) -> Variable | None:

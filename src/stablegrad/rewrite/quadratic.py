@@ -11,19 +11,9 @@ import numpy as np
 
 from ..graph.basic import Variable
 from ..graph.types import is_floating
-from ..ops.elementwise import Add, Negative, Sqrt, Subtract, less, where
-from ..ops.math import Power
+from ..ops.elementwise import Add, Negative, Subtract, less, where
 from .engine import Kind, Phase, rewrite
-from .patterns import constant_value, fits, is_constant, negate, owner, square_of
-
-
-def _root_argument(v: Variable) -> Variable | None:
-    """D for v = √D (`sqrt(D)` or `D ** 0.5`)."""
-    root = owner(v, Sqrt)
-    if root is not None:
-        return root.inputs[0]
-    power = owner(v, Power)
-    return power.inputs[0] if power is not None and is_constant(power.inputs[1], 0.5) else None
+from .patterns import constant_value, fits, negate, owner, root_of, square_of
 
 
 def _times(sign: float, v: Variable) -> Variable:
@@ -56,7 +46,7 @@ def quadratic_root_from_conjugate(node):
     first, second = node.inputs
     sign_second = -1.0 if isinstance(node.op, Subtract) else 1.0
     for (s1, t1), (s2, t2) in (((1.0, first), (sign_second, second)), ((sign_second, second), (1.0, first))):
-        d = _root_argument(t1)
+        d = root_of(t1)
         difference = owner(d, Subtract) if d is not None else None
         if difference is None:
             continue
