@@ -34,6 +34,7 @@ from ..ops.elementwise import (
     Multiply,
     Negative,
     Subtract,
+    equal,
     greater,
     where,
 )
@@ -266,11 +267,15 @@ def log_ndtr_difference_from_naive(node):
 # -- logistic ---------------------------------------------------------------------------------------
 @rewrite(_S, _REC, Multiply)
 def sigmoid_from_exp_times_sigmoid(node):
-    """exp(x)·σ(-x) → σ(x) (either order): written, inf·0 = NaN past x ≈ 709 where the answer is 1."""
+    """exp(x)·σ(-x) → σ(x) (either order): written, inf·0 = NaN past x ≈ 709 where the answer is 1.
+    At x = +inf itself the written inf·0 is NaN in exact arithmetic too, and stays NaN (an inf
+    that a finite input made, 1/0 say, is not a limit to take)."""
     for e, s in (node.inputs, node.inputs[::-1]):
         ex, sig = owner(e, Exp), owner(s, stable.Sigmoid)
         if ex is not None and sig is not None and is_negation(ex.inputs[0], sig.inputs[0]):
-            return fits(stable.sigmoid(ex.inputs[0]), node)
+            x = ex.inputs[0]
+            at_inf = equal(x, np.asarray(np.inf, x.dtype))
+            return fits(where(at_inf, np.asarray(np.nan, x.dtype), stable.sigmoid(x)), node)
     return None
 
 
