@@ -108,6 +108,7 @@ from .patterns import (
     scaled_core,
     square_of,
     terms_with_signs,
+    written_difference,
 )
 
 _S = Phase.STABILIZE
@@ -604,11 +605,6 @@ def _above_shift(x: Variable, c: Variable) -> Variable:
     return logical_and(greater(x, absolute(c)), isfinite(x))
 
 
-def _written_difference(node: Apply) -> Variable:
-    # (as a sum with the negation: the difference itself would be matched again)
-    return node.inputs[0] + negate(node.inputs[1])
-
-
 @rewrite(_S, _REC, Subtract)
 def log1p_from_difference_of_shifted_logs(node):
     """log(x + c) - log(x) → log1p(c/x), and log(x) - log(x + c) → -log1p(c/x), c a non-zero constant
@@ -630,7 +626,7 @@ def log1p_from_difference_of_shifted_logs(node):
         x, c = found
         near = log1p(divide(c, x))
         near = near if sign == 1.0 else negate(near)
-        return fits(where(_above_shift(x, c), near, _written_difference(node)), node)
+        return fits(where(_above_shift(x, c), near, written_difference(node)), node)
     return None
 
 
@@ -675,7 +671,7 @@ def log1p_from_difference_of_x_log_x(node):
         c_log = log(shifted) if is_constant(c, 1.0) else multiply(c, log(shifted))
         near = c_log + x * log1p(divide(c, x))
         near = near if sign == 1.0 else negate(near)
-        return fits(where(_above_shift(x, c), near, _written_difference(node)), node)
+        return fits(where(_above_shift(x, c), near, written_difference(node)), node)
     return None
 
 

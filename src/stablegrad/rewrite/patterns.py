@@ -91,6 +91,17 @@ def negate(v: Variable) -> Variable:
     return node.inputs[0] if node is not None else negative(v)
 
 
+def with_sign(sign: float, v: Variable) -> Variable:
+    """v for sign 1, -v for sign -1 (without building -(-x))."""
+    return v if sign == 1.0 else negate(v)
+
+
+def written_difference(node: Apply) -> Variable:
+    """A difference node's value as the sum with the negation: a rule that keeps the written
+    difference in a branch must not match that branch again."""
+    return node.inputs[0] + negate(node.inputs[1])
+
+
 def is_negation(a: Variable, b: Variable) -> bool:
     """Whether b is -a or a is -b (as nodes, not by value)."""
     nb, na = owner(b, Negative), owner(a, Negative)

@@ -13,11 +13,7 @@ from ..graph.basic import Variable
 from ..graph.types import is_floating
 from ..ops.elementwise import Add, Negative, Subtract, less, where
 from .engine import Kind, Phase, rewrite
-from .patterns import constant_value, fits, negate, owner, root_of, square_of
-
-
-def _times(sign: float, v: Variable) -> Variable:
-    return v if sign == 1.0 else negate(v)
+from .patterns import constant_value, fits, owner, root_of, square_of, with_sign
 
 
 def _signed(v: Variable) -> tuple[float, Variable]:
@@ -56,10 +52,10 @@ def quadratic_root_from_conjugate(node):
             continue
         p, tau, sigma = difference.inputs[1], s1, s2 * sigma
         # σ·b and τ·√D of opposite signs: σ·τ·b < 0 (√D ≥ 0)
-        cancels = less(_times(sigma * tau, b), np.zeros((), b.dtype))
-        conjugate = p / (_times(sigma, b) - _times(tau, t1))
+        cancels = less(with_sign(sigma * tau, b), np.zeros((), b.dtype))
+        conjugate = p / (with_sign(sigma, b) - with_sign(tau, t1))
         # (the written sum of two wheres, which this rule does not match again)
-        written = where(cancels, 0.0, _times(s1, t1)) + where(cancels, 0.0, _times(s2, t2))
+        written = where(cancels, 0.0, with_sign(s1, t1)) + where(cancels, 0.0, with_sign(s2, t2))
         return fits(where(cancels, conjugate, written), node)
     return None
 

@@ -36,15 +36,10 @@ from ..ops.elementwise import (
 )
 from ..ops.math import Arctan, Cos, Sin, Sinh, Tan, Tanh, arctan, cos, cosh, sin
 from .engine import Kind, Phase, rewrite
-from .patterns import fits, horner, negate, owner
+from .patterns import fits, horner, negate, owner, with_sign, written_difference
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
-
-
-def _written(node) -> Variable:
-    # (as a sum with the negation: the difference itself would be matched again)
-    return node.inputs[0] + negate(node.inputs[1])
 
 
 def _offset(shifted: Variable, plain: Variable) -> Variable | None:
@@ -73,10 +68,6 @@ def _shifted_pair(node, op_class: type) -> tuple[Variable, Variable, Variable, f
     return None
 
 
-def _signed(v: Variable, sign: float) -> Variable:
-    return v if sign == 1.0 else negate(v)
-
-
 @rewrite(_S, _REC, Subtract)
 def sine_difference_to_product(node):
     """sin(x + e) - sin(x) → 2·cos(x + e/2)·sin(e/2) (and sin(x) - sin(x + e) its negation), e any
@@ -93,7 +84,7 @@ def sine_difference_to_product(node):
         return None
     x, e, _, sign = found
     half = e / 2.0
-    return fits(_signed(2.0 * cos(x + half) * sin(half), sign), node)
+    return fits(with_sign(sign, 2.0 * cos(x + half) * sin(half)), node)
 
 
 @rewrite(_S, _REC, Subtract)
@@ -111,7 +102,7 @@ def cosine_difference_to_product(node):
         return None
     x, e, _, sign = found
     half = e / 2.0
-    return fits(_signed(-2.0 * sin(x + half) * sin(half), sign), node)
+    return fits(with_sign(sign, -2.0 * sin(x + half) * sin(half)), node)
 
 
 @rewrite(_S, _REC, Subtract)
@@ -128,7 +119,7 @@ def tangent_difference_to_quotient(node):
     if found is None:
         return None
     x, e, shifted, sign = found
-    return fits(_signed(sin(e) / (cos(x) * cos(shifted)), sign), node)
+    return fits(with_sign(sign, sin(e) / (cos(x) * cos(shifted))), node)
 
 
 @rewrite(_S, _REC, Subtract)
@@ -160,7 +151,7 @@ def arctan_difference_to_arctan(node):
     # (of 1 where not taken: no 0/0 or inf/inf where the written difference is selected)
     near = e / where(taken, denominator, one)
     ratio = where(big, far, near)
-    return fits(where(taken, _signed(arctan(ratio), sign), _written(node)), node)
+    return fits(where(taken, with_sign(sign, arctan(ratio)), written_difference(node)), node)
 
 
 def _series_coefficients(term) -> list[float]:
@@ -213,7 +204,7 @@ def odd_function_less_argument_by_series(node):
         near = less(absolute(x), 1.0)
         xs = where(near, x, np.zeros((), x.dtype))  # (no overflow of x³ where not selected)
         series = _LESS_ARGUMENT[type(call.op)](xs)
-        return fits(where(near, _signed(series, sign), _written(node)), node)
+        return fits(where(near, with_sign(sign, series), written_difference(node)), node)
     return None
 
 
