@@ -138,6 +138,10 @@ PIECES = [
     Piece("sinh(x) - x", lambda x, c: sg.sinh(x) - x),
     Piece("x - tan(x)", lambda x, c: x - sg.tan(x)),
     Piece("tanh(x) - x", lambda x, c: sg.tanh(x) - x),
+    # at a constant shift, by the addition formulas (not π/4, whose tangent reads it as π/4)
+    Piece("sin(x + c)", lambda x, c: sg.sin(x + c(1.0))),
+    Piece("cos(c - x)", lambda x, c: sg.cos(c(np.pi / 2) - x)),
+    Piece("tan(c * (x - c2))", lambda x, c: sg.tan(c(0.5) * (x - c(3.0)))),
     # products and quotients whose partial results leave the range (rewrite/monomials.py)
     Piece("(c - cos(x)) / (x * x)", lambda x, c: (c(1.0) - sg.cos(x)) / (x * x)),
     Piece("x * x / (x + c)", lambda x, c: x * x / (x + c(1.0))),

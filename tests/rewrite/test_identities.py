@@ -95,6 +95,9 @@ LINE32 = (-100.0, -20.0, -1.0, 0.0, 1e-4, 3.0, 17.0, 40.0)
 #: x + e, which the written formula has too, moves tan(x + e) by 18 ulps there)
 SHIFTS = ((1.0, 1e-10), (1e5, 1.0), (-3.0, 1e-17), (0.5, -1e-12), (2.0, 0.7), (-40.0, 2.0**-20))
 SHIFTS32 = ((1.0, 1e-5), (100.0, 1.0), (-3.0, 1e-8), (0.5, -1e-6), (2.0, 0.7), (-40.0, 1e-3))
+#: a trigonometric function at a constant shift (none next to a zero or pole of the answers or their derivatives)
+SHIFTED = (-1.5, -0.3, 0.0, 1e-200, 1.2, 2.0, 1e3, 1e5, 1e15, -3e15, 1e20)
+SHIFTED32 = (-1.5, -0.3, 0.0, 1e-30, 1.2, 2.0, 1e3, 4e4)
 #: an odd function less its argument: both sides of the series' edge |x| = 1
 ODD = (-3.0, -0.999, -0.3, -1e-8, 1e-200, 1e-5, 0.5, 1.0, 1.5, 30.0)
 ODD32 = (-3.0, -0.999, -0.3, -1e-4, 1e-30, 1e-3, 0.5, 1.0, 1.5, 17.0)
@@ -960,6 +963,59 @@ CASES = [
         lambda x: sg.tanh(x) - x / 2.0,
         (INF, -INF),
     ),
+    # a constant shift, by the addition formulas: far out (1e15, 1e20) the written sum has lost it
+    Case(
+        "sin(x + 1)",
+        "addition_formula_at_constant_shift",
+        lambda x: sg.sin(x + 1.0),
+        lambda x, k: mp.sin(x + k(1.0)),
+        SHIFTED,
+        SHIFTED32,
+        lambda x: sg.sin(2.0 * x),
+        (NAN, NAN),
+    ),
+    Case(
+        "cos(pi/2 - x)",
+        "addition_formula_at_constant_shift",
+        lambda x: sg.cos(np.pi / 2 - x),
+        lambda x, k: mp.cos(k(np.pi / 2) - x),
+        # (not next to x = 0, where the answer is cos of the float π/2, 6e-17, and its derivative 1)
+        tuple(x for x in SHIFTED if abs(x) > 0.1),
+        tuple(x for x in SHIFTED32 if abs(x) > 0.1),
+        lambda x: sg.cos(np.pi / 2 * x),
+        (NAN, NAN),
+    ),
+    Case(
+        "tan(3 - x)",
+        "addition_formula_at_constant_shift",
+        lambda x: sg.tan(3.0 - x),
+        lambda x, k: mp.tan(k(3.0) - x),
+        SHIFTED,
+        SHIFTED32,
+        lambda x: sg.tan(3.0 * x),
+        (NAN, NAN),
+    ),
+    # (the tangent at a shift of π/4 reads the written π/4 as π/4, as inverse_gudermannian_from_log_tan does)
+    Case(
+        "tan(x/2 + pi/4)",
+        "addition_formula_at_constant_shift",
+        lambda x: sg.tan(0.5 * x + np.pi / 4),
+        lambda x, k: mp.tan(x / 2 + mp.pi / 4),
+        SHIFTED,
+        SHIFTED32,
+        lambda x: sg.tan(0.5 * x),
+        (NAN, NAN),
+    ),
+    Case(
+        "tan(0.5*(pi/2 - x))",
+        "addition_formula_at_constant_shift",
+        lambda x: sg.tan(0.5 * (np.pi / 2 - x)),
+        lambda x, k: mp.tan((mp.pi / 2 - x) / 2),
+        SHIFTED,
+        SHIFTED32,
+        lambda x: sg.tan(0.5 * (np.pi / 2) * x),
+        (NAN, NAN),
+    ),
     Case(
         "-b + sqrt(b*b - p)",
         "quadratic_root_from_conjugate",
@@ -1029,7 +1085,8 @@ CASES = [
         lambda x, k: _log(mp.tan(mp.pi / 4 - x / 2)),
         (-1.5, -0.5, -1e-10, 0.0, 1e-20, 0.3, 1.2, 1.5),
         (-1.5, -0.5, -1e-5, 0.0, 1e-20, 0.3, 1.2),
-        lambda x: sg.log(sg.tan(np.pi / 4 - x / 3.0)),
+        # (not π/4 - x/3: the tangent at a shift of π/4 is (1 - t)/(1 + t), which reads π/4 as π/4 too)
+        lambda x: sg.log(sg.tan(np.pi / 3 - x / 2.0)),
         (NAN, NAN),
         huge=1e5,
     ),
@@ -1415,3 +1472,42 @@ def test_the_quadratic_formula_keeps_both_roots(backend):
                 for x, y, z in zip(a_, b_, c_)
             ]
             assert np.all(_ulps(g, np.array(exact), "float64") <= 4), (g, exact)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba", "jax"])
+def test_a_constant_shift_keeps_exact_sums_and_the_written_constant(backend):
+    if backend != "numpy":
+        pytest.importorskip(backend)
+    x = sg.vector("x")
+    f = sg.function([x], [sg.sin(x + 1.5), sg.tan(x + np.pi / 2), sg.cos(3.0 - x)], backend=backend)
+    assert "[addition_formula_at_constant_shift]" in f.explain()
+    xs = np.array([0.0, 15.0, 0.25, -3.0, 1e20, 12345.678])
+    sine, tangent, cosine = f(xs)
+    # exact sums (the first four) are the written functions of them, bit for bit; tan of the float
+    # π/2 is 1.6e16, not a pole
+    np.testing.assert_array_equal(sine[:4], np.sin(xs[:4] + 1.5))
+    np.testing.assert_array_equal(cosine[:4], np.cos(3.0 - xs[:4]))
+    assert tangent[0] == np.tan(np.pi / 2)
+    # inexact ones (the last two) keep the shift's digits, which the written sums lose
+    with mp.workdps(80):
+        shift = mp.mpf(np.pi / 2)
+        exact = [
+            np.array([float(fn(mp.mpf(v))) for v in xs[4:]])
+            for fn in (lambda v: mp.sin(v + 1.5), lambda v: mp.tan(v + shift), lambda v: mp.cos(3 - v))
+        ]
+    for got, want, written in zip(
+        (sine, tangent, cosine), exact, (np.sin(xs + 1.5), np.tan(xs + np.pi / 2), np.cos(3.0 - xs))
+    ):
+        assert np.all(_ulps(got[4:], want, "float64") <= 4), (got[4:], want)
+        assert np.max(_ulps(written[4:], want, "float64")) > 100
+
+
+def test_a_difference_at_a_constant_shift_is_sum_to_products_then_its_cosine_the_addition_formulas():
+    x = sg.vector("x")
+    f = sg.function([x], sg.sin(x + 1e-3) - sg.sin(x))
+    explained = f.explain()
+    # 2·cos(x + 5e-4)·sin(5e-4): at x = 1e5 the written x + 5e-4 is 1e-11 off
+    assert "[sine_difference_to_product]" in explained and "[addition_formula_at_constant_shift]" in explained
+    with mp.workdps(60):
+        exact = [float(mp.sin(mp.mpf(v) + mp.mpf(1e-3)) - mp.sin(mp.mpf(v))) for v in (0.5, 1e5)]
+    assert np.all(_ulps(f(np.array([0.5, 1e5])), np.array(exact), "float64") <= 8)

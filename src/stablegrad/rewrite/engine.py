@@ -51,8 +51,8 @@ class Phase(enum.Enum):
     #: value-preserving rewrites of how a gradient is taken, run only before differentiating
     GRADIENT = "gradient"
     SPECIALIZE = "specialize"
-    #: after everything else, with recognition: products kept in range (`monomials`), the
-    #: gradient's own among them
+    #: after everything else, with recognition: products kept in range (`monomials`) and
+    #: trigonometric functions at constant shifts, the gradient's own among them
     RANGE = "range"
 
 

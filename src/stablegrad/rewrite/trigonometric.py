@@ -10,10 +10,15 @@ cancellation the written formula makes (Hamming's chapter 3 in Herbie's benchmar
 - an odd function less its argument: `x - sin(x)`, `x - sinh(x)`, `x - tan(x)` and
   `x - tanh(x)` by their Taylor series below |x| = 1 (the quotients `(x·cos(x) - sin(x))/cos(x)`
   for tan, the same with cosh and sinh for tanh, whose numerator's series converges as the
-  factorials do).
+  factorials do);
+- sin, cos or tan of an argument shifted by a constant, `sin(x + 1)`, `tan(φ/2 + π/4)`, by
+  the addition formulas, so that the constant is not rounded into a large argument (after
+  STABILIZE: LATE_RULES; the Mercator projection's `log(tan(π/4 + φ/2))` is exponentials'
+  inverse_gudermannian_from_log_tan's first).
 
 Every rule keeps the written formula's domain (NaN stays NaN), and the written formula stays
-wherever it is accurate.  They run in the STABILIZE phase with exponentials.RULES.
+wherever it is accurate.  RULES run in the STABILIZE phase with exponentials.RULES, LATE_RULES
+in the GRADIENT and RANGE phases.
 """
 
 from __future__ import annotations
@@ -28,15 +33,27 @@ from ..ops.elementwise import (
     Add,
     Subtract,
     absolute,
+    equal,
     greater,
     isfinite,
     less,
     logical_and,
     where,
 )
-from ..ops.math import Arctan, Cos, Sin, Sinh, Tan, Tanh, arctan, cos, cosh, sin
+from ..ops.math import Arctan, Cos, Sin, Sinh, Tan, Tanh, arctan, cos, cosh, sin, tan
 from .engine import Kind, Phase, rewrite
-from .patterns import fits, horner, negate, owner, with_sign, written_difference
+from .patterns import (
+    constant_value,
+    fits,
+    horner,
+    negate,
+    owner,
+    reads_as,
+    scaled_core,
+    terms_with_signs,
+    with_sign,
+    written_difference,
+)
 
 _S = Phase.STABILIZE
 _REC = Kind.RECOGNITION
@@ -208,6 +225,72 @@ def odd_function_less_argument_by_series(node):
     return None
 
 
+def _constant_shift(argument: Variable) -> tuple[Variable, float] | None:
+    """(y, c) for argument = y + c, c a nonzero scalar constant: a sum or difference with constant
+    terms, perhaps times a constant (`0.5·(π/2 - φ)` is -0.5·φ + π/4), else None."""
+    core, scale = scaled_core(argument)
+    terms = terms_with_signs(core, limit=8)
+    if terms is None:
+        return None
+    shift, rest = 0.0, []
+    for sign, term in terms:
+        value = constant_value(term)
+        if value is None or np.ndim(term.data) != 0:  # type: ignore[attr-defined]
+            rest.append((sign, term))
+        else:
+            shift += sign * value
+    if not rest or len(rest) == len(terms) or shift == 0:
+        return None
+    y = with_sign(rest[0][0], rest[0][1])
+    for sign, term in rest[1:]:
+        y = y + term if sign > 0 else y - term
+    return (y if scale == 1 else scale * y), scale * shift
+
+
+@rewrite(Phase.GRADIENT, _REC, Sin, Cos, Tan)
+def addition_formula_at_constant_shift(node):
+    """sin(y + c) → sin(y)·cos(c) + cos(y)·sin(c), cos(y + c) → cos(y)·cos(c) - sin(y)·sin(c) and
+    tan(y + c) their quotient, for a constant c (terms in any order, `c - y`, and a constant
+    factor over the sum: `tan(0.5·(π/2 - φ))` is at y = -0.5·φ, c = π/4), where the written sum
+    y + c is inexact; tan(y ± π/4) → (1 ± tan(y))/(1 ∓ tan(y)) everywhere.
+
+    Written, y + c rounds to the spacing of floats at y, so past |y| ≈ 2⁵³·|c| the shift is lost
+    altogether (`tan(0.5·u + π/4)` at u = 1e20 is tan(0.5·u)), and at |y| ≈ 1e3 it is off by
+    hundreds of ulps. The formulas take the sine and cosine of the float c as written, computed
+    once (c = π/2 in floats has cosine 6.1e-17, not 0: `tan(y + π/2)` stays finite, as written).
+    Where the sum is exact (y = 0, 15 - 1.5) the written function of it stays, bit for bit. The
+    tangent at a shift that reads as ±π/4 (modulo π) reads it as π/4, as
+    inverse_gudermannian_from_log_tan does: tan(float π/4) is 1 - 2⁻⁵³, and the form's 1 is half
+    an ulp from it, so `tan(φ/2 + π/4)` is above 1 for every positive φ, as the answer is (a map
+    projection's `tan(φ/2 + π/4)^α` is far from 1 where the tangent is within an ulp of it).
+    ±inf and NaN stay NaN.
+
+    It runs after STABILIZE (with the GRADIENT and RANGE phases' rules, as the monomials do), so
+    that a difference at shifted arguments, `sin(x + 1e-3) - sin(x)`, is the sum-to-product
+    rule's first.
+    """
+    found = _constant_shift(node.inputs[0])
+    if found is None or not is_floating(node.outputs[0].dtype):
+        return None
+    y, c = found
+    dtype = node.outputs[0].dtype
+    quarters = round(c / (math.pi / 4))
+    if isinstance(node.op, Tan) and quarters % 2 and reads_as(c, quarters * math.pi / 4, dtype):
+        t = tan(y)
+        return fits((1.0 + t) / (1.0 - t) if quarters % 4 == 1 else (t - 1.0) / (t + 1.0), node)
+    cosine, sine = (np.asarray(f(c), dtype) for f in (math.cos, math.sin))
+    over = sin(y) * cosine + cos(y) * sine
+    beside = cos(y) * cosine - sin(y) * sine
+    formula = {Sin: over, Cos: beside, Tan: over / beside}[type(node.op)]
+    # where the written sum is exact (y = 0, 15 - 1.5) it stays, bit for bit: the formula rounds
+    # the constants' sine and cosine and its own sum, a few ulps (of the written argument, so as
+    # not to match again: the unselected entries' argument is 0)
+    total = y + c
+    exact = equal(total - y, np.asarray(c, dtype))
+    written = type(node.op)()(where(exact, total, np.zeros((), dtype)))
+    return fits(where(exact, written, formula), node)
+
+
 RULES = (
     sine_difference_to_product,
     cosine_difference_to_product,
@@ -215,3 +298,6 @@ RULES = (
     arctan_difference_to_arctan,
     odd_function_less_argument_by_series,
 )
+
+#: after STABILIZE: they would hide a shifted argument from the rules above
+LATE_RULES = (addition_formula_at_constant_shift,)
