@@ -138,6 +138,10 @@ PIECES = [
     Piece("sinh(x) - x", lambda x, c: sg.sinh(x) - x),
     Piece("x - tan(x)", lambda x, c: x - sg.tan(x)),
     Piece("tanh(x) - x", lambda x, c: sg.tanh(x) - x),
+    Piece(
+        "(c * sinh(x) - x) / (c * cosh(x) - c2)",
+        lambda x, c: (c(2.0) * sg.sinh(x) - x) / (c(2.0) * sg.cosh(x) - c(1.0)),
+    ),
     # at a constant shift, by the addition formulas (not π/4, whose tangent reads it as π/4)
     Piece("sin(x + c)", lambda x, c: sg.sin(x + c(1.0))),
     Piece("cos(c - x)", lambda x, c: sg.cos(c(np.pi / 2) - x)),
@@ -314,6 +318,10 @@ PIECES = [
     Piece("c ** x * c2 ** (-x)", lambda x, c: c(10.0) ** x * c(9.0) ** (-x)),
     Piece("sin(x + c) - sin(c2 * x)", lambda x, c: sg.sin(x + c(1e-3)) - sg.sin(c(2.0) * x)),
     Piece("x - tan(c * x)", lambda x, c: x - sg.tan(c(0.5) * x)),
+    Piece(
+        "(c * sinh(x) - x) / (c * cosh(c2 * x) - c)",
+        lambda x, c: (c(2.0) * sg.sinh(x) - x) / (c(2.0) * sg.cosh(c(2.0) * x) - c(1.0)),
+    ),
 ]
 
 SPECIAL = [0.0, -0.0, 1e-300, -1e-300, 1e-30, -1e-30, 1.0, -1.0, 0.5, 30.0, -30.0, 100.0, -100.0]

@@ -963,6 +963,21 @@ CASES = [
         lambda x: sg.tanh(x) - x / 2.0,
         (INF, -INF),
     ),
+    # Kepler's hyperbolic Newton step: inf/inf past |N| ≈ 710 as written (at e = 1e150, past 365)
+    Case(
+        "(e*sinh(N) - 2N) / (e*cosh(N) - 1)",
+        "quotient_scaled_by_cosh",
+        lambda n, e: (e * sg.sinh(n) - n - n) / (e * sg.cosh(n) - 1.0),
+        lambda n, e, k: (e * mp.sinh(n) - 2 * n) / (e * mp.cosh(n) - 1),
+        # (not where sech(N) is small against e yet not 0, N = 5..40 at e = 2, and not at e ≫ 1, N ≪ 1:
+        # there the partial in e, sech(N)·(2N - tanh(N))/(e - sech(N))², is the difference of two
+        # terms of the quotient rule about 1/e each, as written too)
+        ((800.0, 3.0), (-1e5, 2.0), (2.0, 1.5), (0.5, 1e-3), (400.0, 1e150), (-720.0, 0.5), (30.0, 1e-20)),
+        ((100.0, 3.0), (-1e4, 2.0), (2.0, 1.5), (0.5, 1e-3), (50.0, 1e30), (-90.0, 0.5)),
+        lambda n, e: (e * sg.sinh(n) - n - n) / (e * sg.cosh(2.0 * n) - 1.0),
+        arity=2,
+        grad_floor=1e-30,  # (float32 at N = 100: the partial in N, 5e-42, is a subnormal number)
+    ),
     # a constant shift, by the addition formulas: far out (1e15, 1e20) the written sum has lost it
     Case(
         "sin(x + 1)",
