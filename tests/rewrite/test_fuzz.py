@@ -142,6 +142,9 @@ PIECES = [
         "(c * sinh(x) - x) / (c * cosh(x) - c2)",
         lambda x, c: (c(2.0) * sg.sinh(x) - x) / (c(2.0) * sg.cosh(x) - c(1.0)),
     ),
+    Piece(
+        "(x * exp(x) - c) / (exp(x) + x * exp(x))", lambda x, c: (x * sg.exp(x) - c(2.0)) / (sg.exp(x) + x * sg.exp(x))
+    ),
     # at a constant shift, by the addition formulas (not π/4, whose tangent reads it as π/4)
     Piece("sin(x + c)", lambda x, c: sg.sin(x + c(1.0))),
     Piece("cos(c - x)", lambda x, c: sg.cos(c(np.pi / 2) - x)),

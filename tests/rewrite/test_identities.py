@@ -978,6 +978,17 @@ CASES = [
         arity=2,
         grad_floor=1e-30,  # (float32 at N = 100: the partial in N, 5e-42, is a subnormal number)
     ),
+    # Lambert W's Newton step: inf/inf past w ≈ 710 as written
+    Case(
+        "(w*exp(w) - x) / (exp(w) + w*exp(w))",
+        "quotient_scaled_by_exp",
+        lambda w, x: (w * sg.exp(w) - x) / (sg.exp(w) + w * sg.exp(w)),
+        lambda w, x, k: (w * mp.exp(w) - x) / (mp.exp(w) + w * mp.exp(w)),
+        ((1e5, 3.0), (800.0, 3.0), (2.0, 1.0), (0.5, -2.0), (-3.0, 1.0), (30.0, 1e10), (1e300, -1.0)),
+        ((1e4, 3.0), (100.0, 3.0), (2.0, 1.0), (0.5, -2.0), (-3.0, 1.0), (20.0, 1e5)),
+        lambda w, x: (w * sg.exp(w) - x) / (sg.exp(2.0 * w) + w * sg.exp(w)),
+        arity=2,
+    ),
     # a constant shift, by the addition formulas: far out (1e15, 1e20) the written sum has lost it
     Case(
         "sin(x + 1)",
