@@ -145,6 +145,8 @@ PIECES = [
     Piece(
         "(x * exp(x) - c) / (exp(x) + x * exp(x))", lambda x, c: (x * sg.exp(x) - c(2.0)) / (sg.exp(x) + x * sg.exp(x))
     ),
+    Piece("log(abs(sinh(c * x)))", lambda x, c: sg.log(sg.abs(sg.sinh(c(0.5) * x)))),
+    Piece("log(abs(c * x))", lambda x, c: sg.log(sg.abs(c(-3.0) * x))),
     # at a constant shift, by the addition formulas (not π/4, whose tangent reads it as π/4)
     Piece("sin(x + c)", lambda x, c: sg.sin(x + c(1.0))),
     Piece("cos(c - x)", lambda x, c: sg.cos(c(np.pi / 2) - x)),

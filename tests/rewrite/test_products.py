@@ -73,6 +73,16 @@ CASES = [
         ((0.0, -INF), (-0.0, -INF), (-1e-300, NAN), (1e308, 711.4987937351601), (INF, INF), (-INF, NAN), (NAN, NAN)),
     ),
     Case(
+        "log|a·b|",
+        SUM,
+        lambda a, b: sg.log(sg.abs(a * b)),
+        lambda a, b, k: _log(abs(a * b)),
+        ((1e-200, -1e-200), (-1e200, 3e200), (0.5, -3.0), (-1e-300, -1e-30), (-2.0, 1e308), (7.0, 1e-320)),
+        ((1e-30, -1e-30), (-1e20, 3e20), (0.5, -3.0), (-1e-38, -1e-5), (-2.0, 3e38)),
+        lambda a, b: sg.log(sg.abs(a + b)),  # a sum
+        arity=2,
+    ),
+    Case(
         "log(σ(a)·σ(b))",
         SUM,
         lambda a, b: sg.log(sg.sigmoid(a) * sg.sigmoid(b)),

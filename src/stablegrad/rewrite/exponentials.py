@@ -846,13 +846,17 @@ def log_sinhc_from_log_of_quotient(node):
 
 
 @rewrite(_S, _REC, Log)
-def log_sinh_far_from_log_of_sinh(node):
+def log_sinh_from_log_of_sinh(node):
     """log(sinh(x)) → x - log(2) + log1p(-exp(-2x)) where x > 20, and log(|sinh(x)|) the same of
-    |x| where |x| > 20 (the GERG equation of state's `log(fabs(sinh(t·τ)))`); as written elsewhere.
+    |x| where |x| > 20 (the GERG equation of state's `log(fabs(sinh(t·τ)))`); → log(x) (log|x|) +
+    log1p(x²·Σ x^(2k-2)/(2k+1)!) where |x| < 1/2; as written between.
 
     Written, sinh overflows past |x| ≈ 710, where the log is about |x| - log 2, and its derivative
-    cosh/sinh is inf/inf. Below 20 the written log is accurate, and x - log(2) would cancel
-    near x = 0.88 where log(sinh(x)) = 0: it stays. log(sinh(x)) of x < 0 is NaN as written.
+    cosh/sinh is inf/inf. Near 0 the log is of x's own value, so a product t·τ that underflowed
+    to 0 gives -inf where the answer is about log|t| + log|τ|: log|x| of a product is then the
+    sum of its factors' logs (sum_of_logs_from_log_of_product). Between, the written log is
+    accurate, and x - log(2) would cancel near x = 0.88 where log(sinh(x)) = 0: it stays.
+    log(sinh(x)) of x < 0 is NaN as written (log(x) is).
     `log(2·sinh(x))` is log_of_twice_hyperbolic's.
     """
     inner = node.inputs[0]
@@ -864,9 +868,14 @@ def log_sinh_far_from_log_of_sinh(node):
     a = absolute(x) if magnitude is not None else x
     far = a - float(np.log(2.0)) + log1p(negate(exp(-2.0 * a)))
     far_out = greater(a, 20.0)
-    # the written log of 1 where far: a log of a where, which this rule does not match again
-    written = log(where(far_out, np.ones((), x.dtype), inner))
-    return fits(where(far_out, far, written), node)
+    near = less(absolute(x), 0.5)
+    xs = where(near, x, np.zeros((), x.dtype))  # (no overflow of x² where not selected)
+    t = xs * xs
+    # log|x| itself: the log of a product that underflowed is the sum of its factors' logs
+    close = log(a) + log1p(t * horner(t, _SINHC))
+    # the written log of 1 where not taken: a log of a where, which this rule does not match again
+    written = log(where(logical_or(far_out, near), np.ones((), x.dtype), inner))
+    return fits(where(far_out, far, where(near, close, written)), node)
 
 
 #: (log1p(x) - x + x²/(2 + x)) / (2u³) = Σ u^(2k)/(2k + 3), u = x/(2 + x): 18 terms for u² ≤ 1/9
@@ -1204,7 +1213,7 @@ RULES = (
     cot_difference_by_series,
     exp_plus_one_from_ratio_of_expm1,
     log_sinhc_from_log_of_quotient,
-    log_sinh_far_from_log_of_sinh,
+    log_sinh_from_log_of_sinh,
     log1pmx_from_difference,
     product_from_exp_of_sum_of_logs,
 )

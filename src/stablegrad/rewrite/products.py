@@ -118,15 +118,19 @@ def _logs_of_product(q: Variable, node: Apply, used: Variable) -> Variable | Non
     if root is not None and is_floating(root.dtype):
         root = root if root.dtype == q.dtype else astype(root, q.dtype)  # (as the written square is taken)
         return _in_dtype(2 * log(abs(where(used, root, 1.0))), node)
-    q_node = owner(q, Multiply, Divide)
-    if q_node is None:
+    magnitude = owner(q, Abs)
+    q_node = owner(magnitude.inputs[0] if magnitude is not None else q, Multiply, Divide)
+    if q_node is None or not is_floating(q_node.outputs[0].dtype):
         return None
     a, b = q_node.inputs
-    if not (_never_negative(a) and _never_negative(b)) and not (_positive_constant(a) or _positive_constant(b)):
+    known = (_never_negative(a) and _never_negative(b)) or _positive_constant(a) or _positive_constant(b)
+    if magnitude is None and not known:
         return None
     # (each factor in the product's dtype, as the written product takes it: a float32 factor of a
     # float64 product is not logged in float32)
     a, b = _in_dtype(a, q_node), _in_dtype(b, q_node)
+    if magnitude is not None:  # |a·b| = |a|·|b|, whatever the signs
+        a, b = abs(a), abs(b)
     return _in_dtype(log(a) + log(b) if isinstance(q_node.op, Multiply) else log(a) - log(b), node)
 
 
@@ -135,8 +139,9 @@ def sum_of_logs_from_log_of_product(node):
     """log(a·b) → log(a) + log(b) and log(a/b) → log(a) - log(b) where a·b (a/b) is 0, subnormal or
     inf, the written log elsewhere; for a, b never negative (exp, sigmoid, softmax, |x|, x², √x,
     positive constants, and products of them) or one of them a positive constant (`log(1/x)`,
-    `log(x/c)`); log(x·x) → 2·log|x| for x of any sign (`log(sigma**2)` at sigma = 1e-200). A
-    product of three factors is two rewrites.
+    `log(x/c)`); log|a·b| → log|a| + log|b| for any signs (GERG's `log|θ·T·τ|`); log(x·x) →
+    2·log|x| for x of any sign (`log(sigma**2)` at sigma = 1e-200). A product of three factors is
+    two rewrites.
 
     Written, the product leaves the float range before its log does: log(1/x) is inf at x = 1e-310
     (exactly 713.8), log(σ(a)·σ(b)) is -inf with a NaN gradient at a = b = -800 (exactly -1600), and so
@@ -145,7 +150,9 @@ def sum_of_logs_from_log_of_product(node):
     written one: a negative or NaN product stays NaN (c/x at x = -0 is -inf, its log NaN), a genuine
     0 gives -inf and 0·inf NaN; where the sum of logs is NaN (a negative factor that underflowed to
     -0) the written log stays. Two factors of unknown sign must not fire (log(x·y) is a number where
-    both are negative, the sum of logs NaN), nor one of unknown sign beside a factor that may be 0.
+    both are negative, the sum of logs NaN; and as log|x| + log|y| with a NaN where the signs differ
+    it would hide `log(w/sum(w))` from logsumexp's weights rule, whose gradient at a zero weight
+    is finite), nor one of unknown sign beside a factor that may be 0.
     """
     inner = node.inputs[0]
     if not is_floating(inner.dtype):
