@@ -210,11 +210,10 @@ def quotient_scaled_by_exp(node):
     Written, the quotient is inf/inf = NaN past x ≈ 710 (sooner where a coefficient is large):
     the Newton step for Lambert's W, `w - (w·exp(w) - x)/(exp(w) + w·exp(w))`, is about w - 1
     there; over exp(w) its sums are w - x·exp(-w) and 1 + w (w·exp(w) is read as such once
-    recognised as xexpx). Where x ≤ 0 nothing is divided (the
-    exponentials are the small terms, and stay as written); at x = +inf the quotient stays NaN,
-    as written. Quotients with two terms in all (`exp(x)/(1 + exp(x))`, a sigmoid) are other
-    rules'; an exp of another argument (`exp(-x)`, softmax's `exp(a)/(exp(a) + exp(b))`) must
-    not fire.
+    recognised as xexpx). Where x ≤ 0 nothing is divided (the exponentials are the small terms,
+    and the terms keep their written values); at x = +inf the quotient stays NaN, as written.
+    Quotients with two terms in all (`exp(x)/(1 + exp(x))`, a sigmoid) are other rules'; an exp
+    of another argument (`exp(-x)`, softmax's `exp(a)/(exp(a) + exp(b))`) must not fire.
     """
     found = _scaled_quotient(node, _EXP)
     if found is None:

@@ -283,8 +283,10 @@ def addition_formula_at_constant_shift(node):
     beside = cos(y) * cosine - sin(y) * sine
     formula = {Sin: over, Cos: beside, Tan: over / beside}[type(node.op)]
     # where the written sum is exact (y = 0, 15 - 1.5) it stays, bit for bit: the formula rounds
-    # the constants' sine and cosine and its own sum, a few ulps (of the written argument, so as
-    # not to match again: the unselected entries' argument is 0)
+    # the constant's sine and cosine and its own sum, a few ulps. ((y + c) - y is exact for
+    # |y| ≥ |c|; below, it may take an inexact sum for exact, whose rounding is then at most half
+    # an ulp of c: as accurate as the formula.) The written function is of a `where`, which this
+    # rule does not match again; its unselected entries read 0.
     total = y + c
     exact = equal(total - y, np.asarray(c, dtype))
     written = type(node.op)()(where(exact, total, np.zeros((), dtype)))
