@@ -1,4 +1,5 @@
-"""log(kv(v, x)) and log(iv(v, x)) through the exponentially scaled functions (rewrite/scaled.py)."""
+"""log(kv(v, x)) and log(iv(v, x)) through the exponentially scaled functions, and quotients of exp
+sums divided through (rewrite/scaled.py)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,22 @@ def test_the_rules_fire_and_a_near_miss_does_not():
     ops = [type(n.op).__name__ for n in f.nodes]
     assert "Kve" in ops and "Ive" in ops
     assert "Kv" in ops  # log(kv + 1) is not a log of kv
+
+
+def test_a_term_that_is_the_negated_factor_itself():
+    # in the gradient of sqrt(y² - y) - y, y = cosh(x), a term is -exp(x) itself: over exp(max(x, 0)) it
+    # is -1 (the fuzzer found it crashing the rule, which rebuilt -f(x) with f dropped as -(1 the array))
+    x = sg.vector("x")
+    y = 0.5 * sg.exp(x) + 0.5 / sg.exp(x)
+    out = sg.sqrt(y * y - 1.0 * y) - y
+    f = sg.function([x], [out, sg.grad(sg.sum(out), x)])
+    points = np.array([0.5, 3.0, -2.0])
+    value, slope = f(points)
+
+    def exact(t):
+        c = mpmath.cosh(t)
+        return mpmath.sqrt(c * c - c) - c
+
+    with mpmath.workdps(60):
+        np.testing.assert_allclose(value, [float(exact(v)) for v in points], rtol=1e-14)
+        np.testing.assert_allclose(slope, [float(mpmath.diff(exact, v)) for v in points], rtol=1e-12)

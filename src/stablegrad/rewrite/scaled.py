@@ -94,7 +94,7 @@ def _factor(t: Variable, classes: tuple[type, ...], depth: int = _DEPTH) -> tupl
     elif negation is not None:
         found = _factor(negation.inputs[0], classes, depth - 1)
         if found is not None:
-            return found[0], lambda v, r=found[1]: negate(_or_one(r(v), t))
+            return found[0], lambda v, r=found[1]: _negated(r(v), t)
     return None
 
 
@@ -106,6 +106,11 @@ def _times(v: Variable | None, w: Variable) -> Variable:
 def _or_one(v: Variable | None, like: Variable) -> Variable:
     """v, or 1 (in like's dtype) where v is a dropped factor."""
     return np.ones((), like.dtype) if v is None else v  # type: ignore[return-value]
+
+
+def _negated(v: Variable | None, like: Variable) -> Variable:
+    """-v, or -1 (in like's dtype) where v is a dropped factor (-exp(x) divided by exp(x))."""
+    return np.full((), -1.0, like.dtype) if v is None else negate(v)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
