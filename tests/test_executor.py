@@ -185,6 +185,7 @@ def _representative_graphs():
         stable.log_ndtr(a), stable.log_cosh(a), stable.log_sigmoid_difference(a + 1.0, a), stable.sech(a),
         # quotients differentiated without the quotient rule's cancellation
         affine_quotient(a - b, a + b, [a, b], [1, -1, 0], [1, 1, 0]), over_argument(a, "sin"), over_argument(a, "sinh"),
+        over_argument(a, "tanh"), over_argument(a, "expm1"), over_argument(a, "log1p"),
         affine_product(a - b, a + b, [a, b], [1, -1, 0], [1, 1, 0]),
         # products kept in range
         monomial([a, b, v], [2, -1, 1]),

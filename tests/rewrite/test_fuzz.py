@@ -156,6 +156,11 @@ PIECES = [
     Piece("x * x / (x + c)", lambda x, c: x * x / (x + c(1.0))),
     Piece("x * x * x * (x + c)", lambda x, c: x * x * x * (x + c(0.5))),
     Piece("sqrt(x * x - c * x) - x", lambda x, c: sg.sqrt(x * x - c(1.0) * x) - x),
+    # vanishing functions whose arguments' bases cancel, read through f(u)/u
+    Piece("log(c - x) / log(c + x)", lambda x, c: sg.log(c(1.0) - x) / sg.log(c(1.0) + x)),
+    Piece("x * expm1(x) / expm1(c * x)", lambda x, c: x * sg.expm1(x) / sg.expm1(c(3.0) * x)),
+    Piece("x / tanh(c * x)", lambda x, c: x / sg.tanh(c(0.5) * x)),
+    Piece("sinh(c * x) / (log1p(x) * log1p(x))", lambda x, c: sg.sinh(c(2.0) * x) / (sg.log1p(x) * sg.log1p(x))),
     # quotients by exp and cosh
     Piece("c / exp(x)", lambda x, c: c(0.5) / sg.exp(x)),
     Piece("c / (exp(x) + exp(-x))", lambda x, c: c(2.0) / (sg.exp(x) + sg.exp(-x))),

@@ -257,3 +257,106 @@ def test_a_sine_over_its_argument_keeps_its_derivative_near_zero(build, value, s
     with np.errstate(all="ignore"):
         at_zero = f(np.array([0.0]))
     assert np.isnan(at_zero[0][0])  # 0/0, as written
+
+
+# -- vanishing functions whose arguments' bases cancel (f(u) read as u·(f(u)/u)) -----------------------------
+def _partials(fn, row, h_digits=400):
+    """fn's value and partials at row, in mpmath (central differences far below float64's resolution)."""
+    with mp.workdps(h_digits):
+        point = [mp.mpf(float(v)) for v in row]
+        partials = [
+            mp.diff(lambda t, i=i: fn(*(t if j == i else v for j, v in enumerate(point))), point[i])
+            for i in range(len(point))
+        ]
+        return [float(fn(*point))] + [float(d) for d in partials]
+
+
+THROUGH = [
+    # (name, the graph, its value in mpmath, rows of operands, the outputs checked: value, partials...)
+    (
+        "log(1 - x)/log(1 + x)",
+        lambda x: sg.log(1.0 - x) / sg.log(1.0 + x),
+        lambda x: mp.log(1 - x) / mp.log(1 + x),
+        # the quotient rule's two terms of about 1 cancel to about x: no digit left below 1e-16
+        [(1e-300,), (-1e-16,), (1e-8,), (-1e-3,), (0.1,), (0.9,), (-0.95,)],
+        [0, 1],
+    ),
+    (
+        "e·expm1((a + b)·e)/(expm1(a·e)·expm1(b·e))",
+        lambda a, b, e: e * sg.expm1((a + b) * e) / (sg.expm1(a * e) * sg.expm1(b * e)),
+        lambda a, b, e: e * mp.expm1((a + b) * e) / (mp.expm1(a * e) * mp.expm1(b * e)),
+        # each argument underflows (0/0 as written), and ordinary points
+        [(1e-100, 3e-100, 1e-200), (2e-150, -5e-150, 1e-170), (1e-5, -2e-5, 1e-3), (0.3, 0.2, 1.5)],
+        # (∂/∂e is a remainder of terms that cancel: 1/200 of them at the last row, and of the order
+        # of e·(a + b) where that is small; not checked)
+        [0, 1, 2],
+    ),
+    (
+        "-n·t²/sinh(t·τ)², t = θ·T",
+        lambda n, th, T, tau: -n * (th * T) * (th * T) / (sg.sinh(th * T * tau) * sg.sinh(th * T * tau)),
+        lambda n, th, T, tau: -n * (th * T) ** 2 / mp.sinh(th * T * tau) ** 2,
+        # t underflows (0/0 as written, the answer is -n/τ²), and an ordinary point
+        [(3.3e-187, -2.9e-142, 1e-305, -6e-187), (2.0, 0.5, 3.0, 0.25)],
+        [0, 1, 2, 3, 4],
+    ),
+    (
+        "n·t/tanh(t·τ), t = θ·T",
+        lambda n, th, T, tau: n * (th * T) / sg.tanh(th * T * tau),
+        lambda n, th, T, tau: n * (th * T) / mp.tanh(th * T * tau),
+        # t underflows (0/0 as written, the answer is n/τ); t·τ small, where the written partials
+        # in θ and T are two terms of about n·τ/(t·τ)² that cancel; and an ordinary point
+        [(1e-20, 1e-160, 1e-170, 1e-100), (3.0, 2e-5, 1e-4, 0.5), (2.0, 0.5, 3.0, 0.25)],
+        [0, 1, 2, 3, 4],
+    ),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name, build, exact, rows, checked", THROUGH, ids=[c[0] for c in THROUGH])
+def test_vanishing_functions_cancel_through_their_arguments(name, build, exact, rows, checked, backend):
+    if backend != "numpy":
+        pytest.importorskip(backend)
+    xs = [sg.vector(f"x{i}") for i in range(len(rows[0]))]
+    out = build(*xs)
+    f = sg.function(xs, [out, *sg.grad(sg.sum(out), xs)], backend=backend)
+    assert RULE in f.explain()
+    got = np.array(f(*(np.array(column) for column in zip(*rows)))).T
+    for row, computed in zip(rows, got):
+        expected = np.array(_partials(exact, row))[checked]
+        in_range = np.abs(expected) >= np.finfo(np.float64).tiny  # (XLA flushes subnormal results to 0)
+        assert np.all(ulps(computed[checked][in_range], expected[in_range], "float64") <= 8), (row, computed, expected)
+
+
+def test_vanishing_functions_keep_the_written_zeros_infinities_and_nans():
+    x, y = sg.vector("x"), sg.vector("y")
+    out = x * sg.expm1(x) / sg.expm1(3.0 * x)
+    f = sg.function([x], [out, sg.grad(sg.sum(out), x)])
+    points = np.array([0.0, -np.inf, -800.0, 800.0, np.nan, 2.0])
+    with np.errstate(all="ignore"):
+        written = sg.function([x], out, recognition=False)(points)
+        value, grad = f(points)
+    # 0·0/0 is NaN; at -inf and -800 each expm1 is -1 (as written, not u·0/(3u·0)); past 710 inf/inf
+    np.testing.assert_array_equal(value, written)
+    assert np.isnan(value[0]) and value[2] == -800.0 and np.isnan(grad[0])
+    # a base that is 0 through a factor of it: the written 0/0 stays NaN, value and gradient
+    t = x * y
+    out = t * t / (sg.sinh(t * 2.0) * sg.sinh(t * 2.0))
+    f = sg.function([x, y], [out, *sg.grad(sg.sum(out), [x, y])])
+    with np.errstate(all="ignore"):
+        got = f(np.array([0.0, 1e-200, 1.0]), np.array([3.0, 1e-200, 0.5]))
+    assert np.isnan(got[0][0]) and np.isnan(got[1][0]) and np.isnan(got[2][0])
+    np.testing.assert_allclose([g[1] for g in got], [0.25, 0.0, 0.0], atol=1e-300)  # (t underflowed: 1/4)
+    np.testing.assert_allclose(got[0][2], 0.25 / np.sinh(1.0) ** 2, rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x, y: sg.log1p(x) / sg.log1p(y),  # no base in common
+        lambda x, y: sg.expm1(x) * sg.sin(x) * y,  # a base in common, at powers of one sign
+        lambda x, y: sg.exp(x) * x / sg.expm1(y),  # exp does not vanish at 0
+    ],
+)
+def test_what_does_not_cancel_through_arguments(build):
+    x, y = sg.vector("x"), sg.vector("y")
+    assert "over_argument" not in str(sg.function([x, y], build(x, y)).nodes)

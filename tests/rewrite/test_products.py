@@ -23,6 +23,7 @@ from .written import ulps as _ulps
 
 INF, NAN = np.inf, np.nan
 DPS = 400  # 1 + 1e-300 and a step of 1e-320 beside it
+LATE = "sum_of_logs_of_magnitudes_from_log_of_product"
 SUM = "sum_of_logs_from_log_of_product"
 DET = "slogdet_from_log_of_det"
 SINK = "where_from_product_with_zero_branch"
@@ -400,13 +401,43 @@ def test_a_near_miss_is_left_alone(case, dtype):
         np.testing.assert_allclose(f(*args), written, rtol=1e-12 if dtype == "float64" else 1e-5, equal_nan=True)
 
 
-def test_two_factors_of_unknown_sign_are_left_alone():
+def test_two_factors_of_unknown_sign_are_left_to_the_late_rule():
     a, b = sg.vector("a"), sg.vector("b")
     for y in (sg.log(a * b), sg.log(a / b), sg.log(sg.abs(a) * b), sg.log(sg.sqrt(a) / b)):
-        assert f"[{SUM}]" not in sg.function([a, b], y).explain()
-    # both negative: the written product is a number, the sum of logs would be NaN
-    f = sg.function([a, b], sg.log(a * b))
-    assert f(np.array([-1e200]), np.array([-1e200]))[0] == INF
+        explained = sg.function([a, b], y).explain()
+        assert f"[{SUM}]" not in explained and f"[{LATE}]" in explained
+    # both negative: log|a| + log|b| (the written product overflowed; a sum of logs would be NaN);
+    # signs that differ: NaN, as written; a factor 0: -inf, as written; in range: the written log
+    y = sg.log(a * b)
+    f = sg.function([a, b], [y, *sg.grad(sg.sum(y), [a, b])])
+    with np.errstate(all="ignore"):
+        value, da, db = f(np.array([-1e200, -1e200, 0.0, -2.0]), np.array([-1e200, 1e200, -3.0, -3.0]))
+        written = np.log(np.array([-1e200, -1e200, 0.0, -2.0]) * np.array([-1e200, 1e200, -3.0, -3.0]))
+    np.testing.assert_allclose(value[0], 400 * np.log(10.0), rtol=1e-15)
+    np.testing.assert_array_equal(value[1:], written[1:])
+    np.testing.assert_allclose([da[0], db[0], da[3], db[3]], [-1e-200, -1e-200, -0.5, -1 / 3], rtol=1e-15)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba", "jax"])
+def test_x_log_of_a_quotient_out_of_range(backend):
+    # x·log(x/y) (xlogy once recognised) at x/y = 0 or inf as written: -inf, and an infinite partial in x
+    if backend != "numpy":
+        pytest.importorskip(backend)
+    x, y = sg.vector("x"), sg.vector("y")
+    out = x * sg.log(x / y)
+    f = sg.function([x, y], [out, *sg.grad(sg.sum(out), [x, y])], backend=backend)
+    assert f"[{LATE}]" in f.explain()
+    xs, ys = np.array([3e-307, -1.5e-297, 1e300, 2.0, 0.0]), np.array([7e65, -8e305, 1e-300, 3.0, 5.0])
+    got = f(xs, ys)
+    with mp.workdps(DPS):
+        exact = [
+            [float(mp.mpf(a) * mp.log(mp.mpf(a) / mp.mpf(b))) for a, b in zip(xs[:4], ys[:4])],
+            [float(mp.log(mp.mpf(a) / mp.mpf(b)) + 1) for a, b in zip(xs[:4], ys[:4])],
+            [float(-mp.mpf(a) / mp.mpf(b)) for a, b in zip(xs[:4], ys[:4])],
+        ]
+    for g, e in zip(got, exact):
+        np.testing.assert_allclose(g[:4], e, rtol=4e-16, atol=1e-300)
+    assert got[0][4] == 0.0 and got[2][4] == 0.0  # xlogy at x = 0: 0
 
 
 def test_a_variable_base_is_left_alone():

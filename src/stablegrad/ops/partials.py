@@ -18,24 +18,25 @@ would overflow first), and nothing through a and c themselves.
 (x - y) + (x + y), which keeps no digit of 2x once |x| is below |y|·eps; summed term by term,
 Σᵢ (αⱼγᵢ + γⱼαᵢ)·uᵢ + αⱼγ₀ + γⱼα₀, the y has cancelled symbolically.
 
-`OverArgument`: sin(x)/x and sinh(x)/x.  The quotient rule's derivative, f'(x)/x - q/x, is
-two terms of about 1/x that cancel to about x/3: every digit is gone below |x| ≈ 1e-8.
-Its pullback takes the derivative's Taylor series there instead.
+`OverArgument`: f(x)/x for f = sin, sinh, tanh, expm1 or log1p.  The quotient rule's derivative,
+f'(x)/x - q/x, is two terms of about 1/x that cancel to about x/3 (expm1: 1/2): every digit is
+gone below |x| ≈ 1e-8.  Its pullback takes the derivative's Taylor series there instead.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, final
 
 import numpy as np
 
-from ..graph.basic import READS_INPUTS, Variable
+from ..graph.basic import ALL, Reads, Variable
 from .base import zero_grad
 from .composite import SymbolicOp
 from .elementwise import abs, equal, isfinite, less, logical_and, where
-from .math import cos, cosh, sin, sinh
+from .math import SechSquared, cos, cosh, exp, expm1, log1p, sin, sinh, tanh
 
 
 @final
@@ -144,46 +145,83 @@ def _weighted(*parts: tuple[float, Variable]) -> Variable:
 _SINH_SERIES = [2 * k / math.factorial(2 * k + 1) for k in range(1, 15)]
 #: d/dx (sin(x)/x): the same with alternating signs
 _SIN_SERIES = [(-1) ** k * c for k, c in enumerate(_SINH_SERIES, start=1)]
-#: below this |x| the series: at 2 the written derivative loses no more than a bit
-SERIES_BELOW = 2.0
+#: d/dx (expm1(x)/x) = Σ k·x^(k-1)/(k+1)!, k ≥ 1; 19 terms for |x| < 1 (the 20th: 40/21! of the first)
+_EXPM1_SERIES = [k / math.factorial(k + 1) for k in range(1, 20)]
+#: d/dx (log1p(x)/x) = Σ (-1)^k·k·x^(k-1)/(k+1), k ≥ 1; 30 terms for |x| < 1/4 (the 31st: 2·4⁻³⁰ of the first)
+_LOG1P_SERIES = [(-1) ** k * k / (k + 1) for k in range(1, 31)]
+#: (sinh(y) - y)/y³ = Σ y^(2k)/(2k+3)!: 12 terms for y² < 4 (the 13th: 6·4¹²/27! of the first)
+_SINH_REMAINDER = [1.0 / math.factorial(2 * k + 3) for k in range(12)]
+
+
+def _tanh_near_0(x: Variable) -> Variable:
+    """d/dx (tanh(x)/x) = -(sinh(2x) - 2x)/(2x²·cosh²x) = -4x·sech²(x)·Σ (2x)^(2k)/(2k+3)!: no
+    difference of terms (the written x·sech²x - tanh x cancels to -2x³/3)."""
+    return -4.0 * x * SechSquared()(x) * _horner(4.0 * (x * x), _SINH_REMAINDER)
+
+
+@dataclass(frozen=True)
+class _Vanishing:
+    """A function f with f(0) = 0 and f'(0) = 1, and what f(x)/x's derivative needs."""
+
+    f: Callable[[Variable], Variable]
+    slope: Callable[[Variable], Variable]  # f'
+    near_0: Callable[[Variable], Variable]  # the derivative of f(x)/x by its series, for |x| < below
+    below: float  # above it, the written derivative (f'(x) - f(x)/x)/x loses at most 3 bits
+
+
+def _series(coefficients: list[float], odd: bool) -> Callable[[Variable], Variable]:
+    """Σ cₖxᵏ, or x·Σ cₖx²ᵏ for the derivative of an even f(x)/x (f odd)."""
+    return (lambda x: x * _horner(x * x, coefficients)) if odd else (lambda x: _horner(x, coefficients))
+
+
+_FUNCTIONS = {
+    "sin": _Vanishing(sin, cos, _series(_SIN_SERIES, odd=True), 2.0),
+    "sinh": _Vanishing(sinh, cosh, _series(_SINH_SERIES, odd=True), 2.0),
+    "tanh": _Vanishing(tanh, lambda x: SechSquared()(x), _tanh_near_0, 1.0),
+    "expm1": _Vanishing(expm1, exp, _series(_EXPM1_SERIES, odd=False), 1.0),
+    "log1p": _Vanishing(log1p, lambda x: 1 / (1 + x), _series(_LOG1P_SERIES, odd=False), 0.25),
+}
 
 
 @final
 @dataclass(frozen=True)
 class OverArgument(SymbolicOp):
-    """f(x)/x for f = sin or sinh, as written (NaN at x = 0), with the derivative by its series near 0.
+    """f(x)/x for f = sin, sinh, tanh, expm1 or log1p, as written (NaN at x = 0), with the
+    derivative by its series near 0.
 
-    Pullback (reads the operand): `g · x·Σ ±2k·x^(2k-2)/(2k+1)!` for |x| < 2, `g·(f'(x) - f(x)/x)/x`
-    beyond (where that keeps its digits), NaN at 0 as the written quotient's.
+    Pullback (reads the operand and the output): the series (sin and sinh: `g·x·Σ cₖx²ᵏ`; expm1 and
+    log1p: `g·Σ cₖxᵏ`; tanh: `g·-4x·sech²(x)·Σ (2x)^(2k)/(2k+3)!`) where |x| is below 2 (tanh and
+    expm1: 1; log1p: 1/4, where its series' terms fall by 4), `g·(f'(x) - f(x)/x)/x` beyond (where
+    that keeps its digits), NaN at 0 as the written quotient's.
     """
 
-    function: str  # "sin" or "sinh"
+    function: str  # a key of _FUNCTIONS
 
     public_name: ClassVar[str] = "over_argument"
 
-    reads = READS_INPUTS
-
-    def _f(self, x):
-        return sin(x) if self.function == "sin" else sinh(x)
+    reads = Reads(ALL, ALL)
 
     def build(self, x):
-        return self._f(x) / x
+        return _FUNCTIONS[self.function].f(x) / x
 
     def pullback(self, inputs, outputs, grads):
         (x,), (g,) = inputs, grads
-        small = less(abs(x), SERIES_BELOW)
-        t = x * x
-        series = _SIN_SERIES if self.function == "sin" else _SINH_SERIES
-        total = series[-1] * t + series[-2]
-        for c in reversed(series[:-2]):
-            total = total * t + c
-        far = where(small, SERIES_BELOW, x)  # no 0/0 where the series is taken
-        slope = cos(far) if self.function == "sin" else cosh(far)
-        written = (slope - self._f(far) / far) / far
+        f = _FUNCTIONS[self.function]
+        small = less(abs(x), f.below)
+        far = where(small, f.below, x)  # no 0/0 where the series is taken
+        # (the quotient read from the output: not a written f(x)/x for the rules to expand again)
+        written = (f.slope(far) - where(small, 0.0, outputs[0])) / far
         nan_at_zero = where(equal(x, 0), np.full((), np.nan, x.dtype), np.zeros((), x.dtype))
-        return [g * (where(small, x * total, written) + nan_at_zero)]
+        return [g * (where(small, f.near_0(x), written) + nan_at_zero)]
+
+
+def _horner(t: Variable, coefficients: list[float]) -> Variable:
+    total = coefficients[-1] * t + coefficients[-2]
+    for c in reversed(coefficients[:-2]):
+        total = total * t + c
+    return total
 
 
 def over_argument(x: Variable, function: str) -> Variable:
-    """sin(x)/x or sinh(x)/x, as written, with an accurate derivative near 0 (`OverArgument`)."""
+    """f(x)/x (f = sin, sinh, tanh, expm1 or log1p), as written, with an accurate derivative near 0 (`OverArgument`)."""
     return OverArgument(function)(x)

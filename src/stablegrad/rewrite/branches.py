@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..graph.basic import Constant, Variable
 from ..graph.types import broadcast_shapes
-from ..ops.elementwise import Where
+from ..ops.elementwise import Where, where
 from ..ops.gradient_mask import MaskedGradient, masked_gradient
 from ..ops.shape import BroadcastTo, broadcast_arrays
 from .engine import Kind, Phase, rewrite
@@ -40,6 +40,14 @@ def masked_gradients_of_unselected_branches(node):
     if masked_chosen is chosen and masked_other is other:
         return None
     return node.op(c, masked_chosen, masked_other)
+
+
+def masked_where(condition: Variable, chosen: Variable, other: Variable) -> Variable:
+    """where(condition, chosen, other), its branches masked as this rule masks them: for the rules of
+    the later phases, whose wheres it does not see."""
+    selected = where(condition, chosen, other)
+    masked = masked_gradients_of_unselected_branches.fn(selected.owner)
+    return selected if masked is None else masked
 
 
 def _mask_leaves(branch: Variable, mask: Variable, kept: bool, extents: Extents) -> Variable:

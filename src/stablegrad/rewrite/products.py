@@ -170,6 +170,39 @@ def sum_of_logs_from_log_of_product(node):
     return fits(where(taken, parts, written), node)
 
 
+@rewrite(Phase.GRADIENT, _REC, Log, stable.XLogY)
+def sum_of_logs_of_magnitudes_from_log_of_product(node):
+    """log(a·b) → log|a| + log|b| and log(a/b) → log|a| - log|b| for factors of any sign, where the
+    written product or quotient is 0, subnormal or inf and the factors' signs agree (so the product
+    is positive); the written log elsewhere. Likewise `xlogy(x, a/b)` (`x·log(x/y)` once recognised),
+    as xlogy(x, |a|) - xlogy(x, |b|). One of the LATE_RULES: it runs after recognition has seen the
+    whole graph.
+
+    Written, `x·log(x/y)` is -inf at x = 3e-307, y = 7e65 (exactly -2.8e-304), and its partial in x
+    inf; likewise where both are negative. Where the signs differ the written log is NaN and stays
+    NaN, and a factor 0 gives -inf. Early, as a recognition rule, it would take `log(w/sum(w))` from
+    logsumexp's weights rule (which `sum_of_logs_from_log_of_product` leaves alone for this reason):
+    a weight of unknown sign is read there too, with a finite gradient at a zero weight.
+    """
+    *scale, inner = node.inputs  # (xlogy's x, then the product)
+    q_node = owner(inner, Multiply, Divide)
+    if q_node is None or not is_floating(inner.dtype) or not all(is_floating(x.dtype) for x in q_node.inputs):
+        return None
+
+    def log_of(v: Variable) -> Variable:
+        return stable.xlogy(scale[0], v) if scale else log(v)
+
+    a, b = (_in_dtype(x, q_node) for x in q_node.inputs)
+    agree = logical_or(logical_and(greater(a, 0), greater(b, 0)), logical_and(less(a, 0), less(b, 0)))
+    taken = logical_and(_out_of_range(inner), agree)
+    # (each factor read as 1 where its log is not taken: no log(0) in the pullback of the branch not
+    # taken, which no masking rule runs after this one to guard)
+    a, b = abs(where(taken, a, 1.0)), abs(where(taken, b, 1.0))
+    parts = log_of(a) + log_of(b) if isinstance(q_node.op, Multiply) else log_of(a) - log_of(b)
+    written = log_of(where(taken, 1.0, inner))  # (the log of a `where`, which this rule does not match again)
+    return fits(where(taken, _in_dtype(parts, node), written), node)
+
+
 @rewrite(_S, _REC, Log1p)
 def sum_of_logs_from_log1p_of_square(node):
     """log1p(x²·c) and log1p(x²/c), c a positive constant (or none), → 2·log|x| ± log(c) where the
@@ -444,3 +477,5 @@ RULES = (
     identity_from_exp_of_log,
     power_of_sum_from_product_of_powers,
 )
+#: run after recognition, with the monomials (GRADIENT and RANGE phases)
+LATE_RULES = (sum_of_logs_of_magnitudes_from_log_of_product,)
