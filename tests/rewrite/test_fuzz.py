@@ -156,6 +156,9 @@ PIECES = [
     Piece("x * x / (x + c)", lambda x, c: x * x / (x + c(1.0))),
     Piece("x * x * x * (x + c)", lambda x, c: x * x * x * (x + c(0.5))),
     Piece("sqrt(x * x - c * x) - x", lambda x, c: sg.sqrt(x * x - c(1.0) * x) - x),
+    # a constant minus a quotient of forms in a shared term, over a common numerator
+    Piece("c - (x + c) / (x - c)", lambda x, c: c(1.0) - (x + c(1.0)) / (x - c(1.0))),
+    Piece("log(c - (x + c) / (x + c2))", lambda x, c: sg.log(c(1.0) - (x + c(0.5)) / (x + c(2.0)))),
     # vanishing functions whose arguments' bases cancel, read through f(u)/u
     Piece("log(c - x) / log(c + x)", lambda x, c: sg.log(c(1.0) - x) / sg.log(c(1.0) + x)),
     Piece("x * expm1(x) / expm1(c * x)", lambda x, c: x * sg.expm1(x) / sg.expm1(c(3.0) * x)),

@@ -630,3 +630,62 @@ def test_a_float32_factor_of_a_float64_formula_is_taken_in_float64():
         sigma32 = float(np.float32(float(_sigmoid(mp.mpf(float(np.float32(-0.1)))))))
         exact = float(mp.log(sigma32) + _log(_sigmoid(mp.mpf(-800))))
     np.testing.assert_allclose(value, exact, rtol=2 * np.finfo(np.float64).eps)
+
+
+# -- c - a/b over a common numerator, where a and b share a term (late) -----------------------------------------
+COMMON = "common_numerator_from_constant_minus_quotient"
+LOG_COMMON = "log_of_common_numerator_from_log1p_of_quotient"
+
+
+def _value_and_partials(fn, row):
+    with mp.workdps(DPS):
+        point = [mp.mpf(float(v)) for v in row]
+        value = fn(*point)
+        partials = [
+            mp.diff(lambda t, i=i: fn(*(t if j == i else v for j, v in enumerate(point))), point[i]) for i in range(2)
+        ]
+        return [float(value)] + [float(d) for d in partials]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba", "jax"])
+@pytest.mark.parametrize(
+    "rule, build, exact",
+    [
+        (COMMON, lambda x, y: 1.0 - (x - y) / (1.0 - y), lambda x, y: 1 - (x - y) / (1 - y)),
+        (COMMON, lambda x, y: (x + 2.0 * y) / (y + 1.0) - 2.0, lambda x, y: (x + 2 * y) / (y + 1) - 2),
+        (LOG_COMMON, lambda x, y: sg.log(1.0 - (x - y) / (1.0 - y)), lambda x, y: mp.log(1 - (x - y) / (1 - y))),
+    ],
+    ids=["1 - (x - y)/(1 - y)", "(x + 2y)/(y + 1) - 2", "log(1 - (x - y)/(1 - y))"],
+)
+def test_a_constant_minus_a_quotient_of_forms_in_a_shared_term(rule, build, exact, backend):
+    # where the shared term y is large the quotient is within an ulp of c, and the written difference
+    # keeps only rounding (0 at y = -1e16, x = 3e-125, where the answer is 1e-16; its log -inf)
+    if backend != "numpy":
+        pytest.importorskip(backend)
+    x, y = sg.vector("x"), sg.vector("y")
+    out = build(x, y)
+    f = sg.function([x, y], [out, *sg.grad(sg.sum(out), [x, y])], backend=backend)
+    assert f"[{rule}]" in f.explain()
+    rows = [(3e-125, -1e16), (2.5, 7e18), (0.5, 0.2), (0.3, -3.0), (1e-5, 2e-5)]
+    got = np.array(f(*(np.array(c) for c in zip(*rows)))).T
+    for row, computed in zip(rows, got):
+        expected = np.array(_value_and_partials(exact, row))
+        assert np.allclose(computed, expected, rtol=4e-15, atol=1e-300), (row, computed, expected)
+
+
+def test_a_constant_minus_a_quotient_keeps_the_written_zeros_infinities_and_nans():
+    x, y = sg.vector("x"), sg.vector("y")
+    out = 1.0 - (x - y) / (1.0 - y)
+    f = sg.function([x, y], out)
+    xs = np.array([2.0, 0.0, INF, 1.0, 3.0, NAN])
+    ys = np.array([1.0, 1.0, 5.0, INF, 1e308, 2.0])
+    with np.errstate(all="ignore"):
+        got, written = f(xs, ys), sg.function([x, y], out, recognition=False)(xs, ys)
+    # x/0 and 0/0 at y = 1, an infinite x or y, NaN: as written; at y = 1e308 the written difference
+    # of 1 and the quotient rounded to 1 is 0, and the common numerator's (1 - 3)/(1 - 1e308) is exact
+    np.testing.assert_array_equal(np.delete(got, 4), np.delete(written, 4))
+    assert written[4] == 0.0 and got[4] == 2e-308
+    # log1p(-q) stays where q is small (there it is the accurate one), and a log1p of another quotient stays
+    assert f"[{LOG_COMMON}]" not in sg.function([x, y], sg.log1p(-(x / (1.0 - y)))).explain()
+    small = sg.function([x, y], sg.log(1.0 - (x - y) / (1.0 - y)))(np.array([1e-10]), np.array([0.0]))
+    np.testing.assert_allclose(small, np.log1p(-1e-10), rtol=1e-16)

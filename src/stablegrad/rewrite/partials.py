@@ -72,7 +72,7 @@ def _shared_forms(node) -> tuple | None:
     a, c = node.inputs
     if not _real_float(node.outputs[0]):
         return None
-    top, bottom = _affine(a), _affine(c)
+    top, bottom = affine_form(a), affine_form(c)
     if top is None or bottom is None:
         return None
     (top_terms, top_constant), (bottom_terms, bottom_constant) = top, bottom
@@ -92,7 +92,7 @@ def _real_float(v: Variable) -> bool:
     return v.type.is_float() and v.dtype.kind == "f"
 
 
-def _affine(v: Variable) -> tuple[dict[int, tuple[Variable, float]], float] | None:
+def affine_form(v: Variable) -> tuple[dict[int, tuple[Variable, float]], float] | None:
     """({term id: (term, coefficient)}, constant) with v = Σ coefficient·term + constant, else None.
 
     Followed through +, -, negation, and products and quotients by constants; any other

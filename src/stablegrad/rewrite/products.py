@@ -10,6 +10,9 @@
 - a difference of shifted reciprocals `k/(x + a) - k/(x + b)` is one quotient, `k·(b - a)/((x + a)(x + b))`;
 - powers of one positive constant base multiply by adding exponents (PyTensor's
   `local_mul_pow_to_pow_add`) where the written product under- or overflowed.
+- late (`LATE_RULES`, after recognition): the log of a product or quotient of factors of any
+  sign, where their signs agree; and a constant minus a quotient of affine forms in a shared
+  term over a common numerator, `1 - (x - y)/(1 - y)` → `(1 - x)/(1 - y)`, and so its log.
 
 Where the written formula is fine it is kept (as a `where` branch): the rules remove inf·0,
 inf/inf and log(0) or log(inf) of a finite answer, and change no finite, accurate value.
@@ -20,6 +23,7 @@ replacement takes (`log(sigmoid(a))`) are recognised in turn.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -34,6 +38,7 @@ from ..ops.elementwise import (
     Add,
     Divide,
     Multiply,
+    Negative,
     Sqrt,
     Square,
     Subtract,
@@ -42,6 +47,7 @@ from ..ops.elementwise import (
     equal,
     greater,
     greater_equal,
+    isfinite,
     isnan,
     less,
     less_equal,
@@ -51,7 +57,10 @@ from ..ops.elementwise import (
     where,
 )
 from ..ops.math import Cosh, Erfc, Exp, Expm1, Log, Log1p, Power, log, log1p, power
+from ..ops.partials import AffineProduct, AffineQuotient
+from .branches import masked_where
 from .engine import Kind, Phase, rewrite
+from .partials import affine_form
 from .patterns import LAYOUT, constant_value, fits, is_constant, owner, provably_positive, square_of, terms_with_signs
 
 _S = Phase.STABILIZE
@@ -185,22 +194,109 @@ def sum_of_logs_of_magnitudes_from_log_of_product(node):
     a weight of unknown sign is read there too, with a finite gradient at a zero weight.
     """
     *scale, inner = node.inputs  # (xlogy's x, then the product)
-    q_node = owner(inner, Multiply, Divide)
-    if q_node is None or not is_floating(inner.dtype) or not all(is_floating(x.dtype) for x in q_node.inputs):
+    found = _two_factors(inner)
+    if found is None or not is_floating(inner.dtype):
         return None
+    q_node, a, b, divided = found
 
     def log_of(v: Variable) -> Variable:
         return stable.xlogy(scale[0], v) if scale else log(v)
 
-    a, b = (_in_dtype(x, q_node) for x in q_node.inputs)
+    a, b = _in_dtype(a, q_node), _in_dtype(b, q_node)
     agree = logical_or(logical_and(greater(a, 0), greater(b, 0)), logical_and(less(a, 0), less(b, 0)))
     taken = logical_and(_out_of_range(inner), agree)
     # (each factor read as 1 where its log is not taken: no log(0) in the pullback of the branch not
     # taken, which no masking rule runs after this one to guard)
     a, b = abs(where(taken, a, 1.0)), abs(where(taken, b, 1.0))
-    parts = log_of(a) + log_of(b) if isinstance(q_node.op, Multiply) else log_of(a) - log_of(b)
+    parts = log_of(a) - log_of(b) if divided else log_of(a) + log_of(b)
     written = log_of(where(taken, 1.0, inner))  # (the log of a `where`, which this rule does not match again)
     return fits(where(taken, _in_dtype(parts, node), written), node)
+
+
+def _two_factors(v: Variable) -> tuple[Apply, Variable, Variable, bool] | None:
+    """(v's node, a, b, whether divided) for v = a·b or a/b of floats, also where the late phase's
+    gradient rules made it an affine product or quotient (`rewrite/partials.py`) first."""
+    node = owner(v, Multiply, Divide, AffineProduct, AffineQuotient)
+    if node is None or not all(is_floating(x.dtype) for x in node.inputs[:2]):
+        return None
+    return node, node.inputs[0], node.inputs[1], isinstance(node.op, Divide | AffineQuotient)
+
+
+def _difference_of_forms(c: float, a: Variable, b: Variable) -> Variable | float | None:
+    """c·b - a for affine forms a and b that share a term whose coefficients cancel in it, summed
+    term by term (the cancelled terms left out; a float where only the constant is left); None
+    where there is none, or where a coefficient would be rounded."""
+    form_a, form_b = affine_form(a), affine_form(b)
+    if form_a is None or form_b is None:
+        return None
+    (terms_a, constant_a), (terms_b, constant_b) = form_a, form_b
+    shared = terms_a.keys() & terms_b.keys()
+    if not any(c * terms_b[k][1] == terms_a[k][1] for k in shared):
+        return None
+    total: Variable | float = 0.0
+    for key in terms_a.keys() | terms_b.keys():
+        u = (terms_a.get(key) or terms_b[key])[0]
+        alpha, beta = terms_a.get(key, (u, 0.0))[1], terms_b.get(key, (u, 0.0))[1]
+        k = Fraction(c) * Fraction(beta) - Fraction(alpha)
+        if k != Fraction(float(k)):
+            return None
+        if k != 0:
+            total = total + (u if k == 1 else -u if k == -1 else float(k) * u)
+    rest = Fraction(c) * Fraction(constant_b) - Fraction(constant_a)
+    if rest != Fraction(float(rest)) or (isinstance(total, float) and rest == 0):
+        return None  # (a rounded constant, or c - a/b that is 0 wherever it is finite)
+    return total + float(rest) if rest != 0 else total
+
+
+@rewrite(Phase.GRADIENT, _REC, Subtract)
+def common_numerator_from_constant_minus_quotient(node):
+    """c - a/b → (c·b - a)/b for affine forms a and b in shared terms whose coefficients cancel
+    in c·b - a, which is summed term by term: `1 - (x - y)/(1 - y)` → `(1 - x)/(1 - y)`. Also
+    a/b - c, its negation. Where the written quotient or the new one is not finite, as written.
+    One of the LATE_RULES, so that `log(1 - a/b)` is log1p's first (see the rule below).
+
+    Written, the quotient nears c where the shared term is large, and the difference keeps only
+    its last digits: at y = -1e16, x = 3e-125 it is 0, where the answer is 1e-16 (so that
+    `log(1 - (x - y)/(1 - y))` is -inf, exactly -36.8). The new numerator has no such difference.
+    """
+    for first, second, sign in ((*node.inputs, 1.0), (*node.inputs[::-1], -1.0)):
+        c, quotient = constant_value(first), _two_factors(second)
+        if c is None or quotient is None or not quotient[3] or not math.isfinite(c):
+            continue
+        _, a, b, _ = quotient
+        numerator = _difference_of_forms(c, a, b)
+        if numerator is None:
+            continue
+        combined = numerator / b
+        taken = logical_and(isfinite(second), isfinite(combined))
+        written = first - where(taken, c, second) if sign > 0 else where(taken, c, second) - first
+        return fits(masked_where(taken, combined if sign > 0 else -combined, written), node)
+    return None
+
+
+@rewrite(Phase.GRADIENT, _REC, Log1p)
+def log_of_common_numerator_from_log1p_of_quotient(node):
+    """log1p(-a/b) → log((b - a)/b) and log1p(a/b) → log((b + a)/b) for affine forms a and b in
+    shared terms whose coefficients cancel in b ∓ a, where the quotient is at least 1/2 from 0
+    (and finite, and so is the new one); log1p as written elsewhere, where it is the accurate one.
+    One of the LATE_RULES: `log(1 - a/b)` is log1p's by then.
+
+    Written, -a/b nears -1 where the shared term is large, and 1 - a/b keeps only its last digits:
+    `log(1 - (x - y)/(1 - y))` at y = -1e16, x = 3e-125 is -inf, exactly -36.8.
+    """
+    inner = node.inputs[0]
+    negation = owner(inner, Negative)
+    quotient = _two_factors(negation.inputs[0] if negation is not None else inner)
+    if quotient is None or not quotient[3]:
+        return None
+    _, a, b, _ = quotient
+    numerator = _difference_of_forms(1.0 if negation is not None else -1.0, a, b)
+    if numerator is None:
+        return None
+    combined = (numerator if negation is not None else -numerator) / b
+    taken = logical_and(logical_and(isfinite(inner), isfinite(combined)), greater_equal(abs(inner), 0.5))
+    written = log1p(where(taken, 0.0, inner))  # (a Log1p of a Where, which this rule does not match again)
+    return fits(masked_where(taken, log(where(taken, combined, 1.0)), written), node)
 
 
 @rewrite(_S, _REC, Log1p)
@@ -478,4 +574,8 @@ RULES = (
     power_of_sum_from_product_of_powers,
 )
 #: run after recognition, with the monomials (GRADIENT and RANGE phases)
-LATE_RULES = (sum_of_logs_of_magnitudes_from_log_of_product,)
+LATE_RULES = (
+    sum_of_logs_of_magnitudes_from_log_of_product,
+    common_numerator_from_constant_minus_quotient,
+    log_of_common_numerator_from_log1p_of_quotient,
+)
