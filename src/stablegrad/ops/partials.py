@@ -19,8 +19,9 @@ would overflow first), and nothing through a and c themselves.
 Σᵢ (αⱼγᵢ + γⱼαᵢ)·uᵢ + αⱼγ₀ + γⱼα₀, the y has cancelled symbolically.
 
 `OverArgument`: f(x)/x for f = sin, sinh, tanh, expm1 or log1p.  The quotient rule's derivative,
-f'(x)/x - q/x, is two terms of about 1/x that cancel to about x/3 (expm1: 1/2): every digit is
-gone below |x| ≈ 1e-8.  Its pullback takes the derivative's Taylor series there instead.
+f'(x)/x - q/x, is two terms of about 1/x that cancel to about x/3 (sinh; expm1 and log1p: ±1/2):
+every digit is gone below |x| ≈ 1e-8 (1e-16).  Its pullback takes the derivative's Taylor series
+there instead.
 """
 
 from __future__ import annotations
