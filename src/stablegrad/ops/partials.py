@@ -151,13 +151,13 @@ _EXPM1_SERIES = [k / math.factorial(k + 1) for k in range(1, 20)]
 #: d/dx (log1p(x)/x) = Σ (-1)^k·k·x^(k-1)/(k+1), k ≥ 1; 30 terms for |x| < 1/4 (the 31st: 2·4⁻³⁰ of the first)
 _LOG1P_SERIES = [(-1) ** k * k / (k + 1) for k in range(1, 31)]
 #: (sinh(y) - y)/y³ = Σ y^(2k)/(2k+3)!: 12 terms for y² < 4 (the 13th: 6·4¹²/27! of the first)
-_SINH_REMAINDER = [1.0 / math.factorial(2 * k + 3) for k in range(12)]
+SINH_REMAINDER = [1.0 / math.factorial(2 * k + 3) for k in range(12)]
 
 
 def _tanh_near_0(x: Variable) -> Variable:
     """d/dx (tanh(x)/x) = -(sinh(2x) - 2x)/(2x²·cosh²x) = -4x·sech²(x)·Σ (2x)^(2k)/(2k+3)!: no
     difference of terms (the written x·sech²x - tanh x cancels to -2x³/3)."""
-    return -4.0 * x * SechSquared()(x) * _horner(4.0 * (x * x), _SINH_REMAINDER)
+    return -4.0 * x * SechSquared()(x) * horner(4.0 * (x * x), SINH_REMAINDER)
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ class _Vanishing:
 
 def _series(coefficients: list[float], odd: bool) -> Callable[[Variable], Variable]:
     """Σ cₖxᵏ, or x·Σ cₖx²ᵏ for the derivative of an even f(x)/x (f odd)."""
-    return (lambda x: x * _horner(x * x, coefficients)) if odd else (lambda x: _horner(x, coefficients))
+    return (lambda x: x * horner(x * x, coefficients)) if odd else (lambda x: horner(x, coefficients))
 
 
 _FUNCTIONS = {
@@ -216,11 +216,12 @@ class OverArgument(SymbolicOp):
         return [g * (where(small, f.near_0(x), written) + nan_at_zero)]
 
 
-def _horner(t: Variable, coefficients: list[float]) -> Variable:
-    total = coefficients[-1] * t + coefficients[-2]
-    for c in reversed(coefficients[:-2]):
+def horner(t: Variable, coefficients: list[float]) -> Variable:
+    """Σ coefficients[k]·t^k, by Horner's rule (the highest power innermost): a series' graph."""
+    total: Variable | float = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
         total = total * t + c
-    return total
+    return total  # type: ignore[return-value]
 
 
 def over_argument(x: Variable, function: str) -> Variable:

@@ -93,6 +93,7 @@ from ..ops.math import (
     tan,
     tanh,
 )
+from ..ops.partials import SINH_REMAINDER
 from .engine import Kind, Phase, rewrite
 from .patterns import (
     constant_value,
@@ -105,6 +106,7 @@ from .patterns import (
     owner,
     reads_as,
     root_of,
+    scaled,
     scaled_core,
     square_of,
     terms_with_signs,
@@ -678,8 +680,6 @@ def log1p_from_difference_of_x_log_x(node):
 # -- near-0 quotients, by series ------------------------------------------------------------------------
 #: exprel(x) = expm1(x)/x = Σ x^k/(k+1)!: 18 terms leave the 19th below 2⁻⁵⁵ of the sum for |x| < 1
 _EXPREL = [1.0 / math.factorial(k + 1) for k in range(18)]
-#: (sinh(x)/x - 1)/x² = Σ x^(2k-2)/(2k+1)!, k ≥ 1: 12 terms for x² < 4 (the 13th: 6·4¹²/27! of the first)
-_SINHC = [1.0 / math.factorial(2 * k + 1) for k in range(1, 13)]
 
 
 def _bernoulli(n: int) -> Fraction:
@@ -774,7 +774,7 @@ def cot_difference_by_series(node):
         # cot as cos/sin: as accurate there, and not this rule's pattern again
         safe = where(small, np.ones((), x.dtype), x)
         written = c / safe - c * cos(safe) / sin(safe)
-        result = where(small, _scaled(c, series), written) + _nan_at(x, 0)
+        result = where(small, scaled(c, series), written) + _nan_at(x, 0)
         return fits(result if sign > 0 else negate(result), node)
     return None
 
@@ -834,7 +834,7 @@ def log_sinhc_from_log_of_quotient(node):
     if hyperbolic is None or hyperbolic.inputs[0] is not x or not _float(x):
         return None
     t = x * x
-    near = log1p(t * horner(t, _SINHC))
+    near = log1p(t * horner(t, SINH_REMAINDER))
     a = absolute(x)
     far = a - log(2.0 * a) + log1p(negate(exp(-2.0 * a)))
     small = less(a, 2.0)
@@ -872,7 +872,7 @@ def log_sinh_from_log_of_sinh(node):
     xs = where(near, x, np.zeros((), x.dtype))  # (no overflow of x² where not selected)
     t = xs * xs
     # log|x| itself: the log of a product that underflowed is the sum of its factors' logs
-    close = log(a) + log1p(t * horner(t, _SINHC))
+    close = log(a) + log1p(t * horner(t, SINH_REMAINDER))
     # the written log of 1 where not taken: a log of a where, which this rule does not match again
     written = log(where(logical_or(far_out, near), np.ones((), x.dtype), inner))
     return fits(where(far_out, far, where(near, close, written)), node)
@@ -1105,7 +1105,7 @@ def product_from_quotient_by_exp(node):
     e = exp(negate(x))
     k = 1.0 if a is None else constant_value(a)
     if k is not None and (a is None or a.ndim == 0):
-        return fits(_scaled(k, e), node)
+        return fits(scaled(k, e), node)
     return fits(a * e, node)
 
 
@@ -1124,12 +1124,8 @@ def sech_from_quotient_by_cosh(node):
     a = node.inputs[0]
     k = constant_value(a)
     if k is not None and a.ndim == 0:
-        return fits(_scaled(k / c, stable.sech(x)), node)
-    return fits(a * _scaled(1.0 / c, stable.sech(x)), node)
-
-
-def _scaled(k: float, v: Variable) -> Variable:
-    return v if k == 1.0 else k * v
+        return fits(scaled(k / c, stable.sech(x)), node)
+    return fits(a * scaled(1.0 / c, stable.sech(x)), node)
 
 
 # -- two-term softmax ---------------------------------------------------------------------------------

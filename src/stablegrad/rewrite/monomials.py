@@ -37,7 +37,7 @@ from ..ops.monomial import Monomial, Tree, monomial, powers
 from ..ops.partials import over_argument
 from .branches import masked_where
 from .engine import Kind, Phase, rewrite
-from .patterns import constant_value, owner
+from .patterns import constant_value, owner, scaled
 
 #: the most nodes one monomial collects: its significands' partial products stay within 2^±MOST
 MOST = 32
@@ -132,10 +132,6 @@ def monomial_from_products(node):
     return result if result is not None and result.type == out.type else None
 
 
-def _scaled(v: Variable, k: float) -> Variable:
-    return v if k == 1.0 else k * v
-
-
 #: the functions f with f(0) = 0 and f'(0) = 1 read as f(u) = u·(f(u)/u), f(u)/u an `over_argument`
 _VANISHING: dict[type, str] = {Sin: "sin", Sinh: "sinh", Tanh: "tanh", Expm1: "expm1", Log1p: "log1p"}
 
@@ -193,7 +189,7 @@ def _through_arguments(tree: Tree, operands: list[Variable], found: list[int], s
                 factors.append(bases[b])
                 exponents.append(0)
             exponents[position[b]] += found[c.operand] * m
-    regrouped = _scaled(monomial(factors, exponents), float(scale))
+    regrouped = scaled(float(scale), monomial(factors, exponents))
     for b in {b for c in chosen for b in c.powers}:
         parts = contributions(b)
         if min(parts) < 0 < max(parts):  # 0 to a positive and a negative power: 0/0 as written

@@ -10,6 +10,7 @@ from ..ops.base import Cast, Entrywise
 from ..ops.elementwise import Add, Divide, Multiply, Negative, Sqrt, Square, Subtract, negative
 from ..ops.indexing import Index
 from ..ops.math import Exp, Power
+from ..ops.partials import horner as horner  # (re-exported: the rules' series)
 from ..ops.shape import BroadcastTo, ExpandDims, Reshape, ShapeDim, Squeeze, Transpose
 
 #: ops that only move, drop or repeat entries: an entrywise op of one operand commutes with them
@@ -209,9 +210,6 @@ def add_terms(v: Variable) -> list[Variable]:
     return add_terms(node.inputs[0]) + add_terms(node.inputs[1])
 
 
-def horner(t: Variable, coefficients: list[float]) -> Variable:
-    """Σ coefficients[k]·t^k, by Horner's rule (the highest power innermost): a series' graph."""
-    total: Variable | float = coefficients[-1]
-    for c in reversed(coefficients[:-1]):
-        total = total * t + c
-    return total  # type: ignore[return-value]
+def scaled(k: float, v: Variable) -> Variable:
+    """k·v, or v itself for k = 1."""
+    return v if k == 1.0 else k * v
