@@ -29,7 +29,7 @@ FIXTURE = Path(__file__).parent / "data" / "exp_log_fixture.npz"
 
 #: the family means with recognition (the guard); the margin covers libm differences across platforms
 VALUE_BITS = 0.10 + 0.1
-GRADIENT_BITS = 1.02 + 0.1
+GRADIENT_BITS = 1.10 + 0.1
 #: the same formulas as written must be at least this much worse, or the guard could not see a regression
 NAIVE_GAP = 8.0
 
@@ -275,6 +275,26 @@ FORMULAS = [
         ((1e-200, 1e-100), (1e50, 1e99)),  # (x² underflows, x·y is small: x²/sinh(x·y)² is 0 as written)
         lambda x, y: x * x / (sg.sinh(x * y) * sg.sinh(x * y)),
         lambda x, y: x**2 / _mp().sinh(x * y) ** 2,
+    ),
+    # partial results out of range on the way to answers in it (the wide-range rescue): 0·inf in the
+    # value or in the chain rule's products
+    _f(
+        "t * t * t * exp(-t * t)",
+        (-1e300, 1e300),
+        lambda t: t * t * t * sg.exp(-t * t),
+        lambda t: t**3 * _mp().exp(-(t**2)),
+    ),
+    _f(
+        "n * t * t / (sinh(t * u) * sinh(t * u))",
+        ((-1e300, 1e300), (-1e300, 1e300), (-1e300, 1e300)),
+        lambda n, t, u: n * t * t / (sg.sinh(t * u) * sg.sinh(t * u)),
+        lambda n, t, u: n * t**2 / _mp().sinh(t * u) ** 2,
+    ),
+    _f(
+        "l * c * d ** l / d",
+        ((1e-300, 1e300), (-1e300, 1e300), (1e-300, 1e300)),
+        lambda d, c, ell: ell * c * d**ell / d,
+        lambda d, c, ell: ell * c * _mp().power(d, ell) / d,
     ),
 ]
 

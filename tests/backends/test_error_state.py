@@ -19,7 +19,8 @@ def test_a_call_warns_of_nothing_and_restores_the_callers_state():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with np.errstate(over="raise", invalid="warn"):
-            assert np.isnan(f(np.array([1000.0, 0.0, 1.0]))[0])
+            # (written, inf - inf is NaN; the wide-range rescue evaluates it again: 0)
+            assert f(np.array([1000.0, 0.0, 1.0]))[0] == 0.0
             assert np.geterr()["over"] == "raise" and np.geterr()["invalid"] == "warn"
             try:
                 np.exp(np.array([1000.0]))

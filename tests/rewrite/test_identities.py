@@ -1069,7 +1069,17 @@ CASES = [
         lambda a, b, k: mp.exp(_log(a) + _log(b)),
         ((2.0, 3.0), (1e10, 1e-200), (1e150, 1e150), (1.5, 1e-300), (4.0, 7.0), (1e100, 1e-10)),
         ((2.0, 3.0), (1e10, 1e-20), (1e15, 1e15), (1.5, 1e-30), (4.0, 7.0), (1e30, 1e-10)),
+        lambda a, b: sg.exp(sg.log(a) + sg.log_sigmoid(b)),
+        arity=2,
+    ),
+    Case(
+        "exp(log(a) + log1p(b))",
+        "product_from_exp_of_sum_of_logs",
         lambda a, b: sg.exp(sg.log(a) + sg.log1p(b)),
+        lambda a, b, k: mp.exp(_log(a) + _log1p(b)),
+        ((2.0, 3.0), (1e-300, 1e-20), (1e150, 1e150), (1.5, -0.75), (4.0, 7.0), (1e100, -1e-10)),
+        ((2.0, 3.0), (1e-30, 1e-10), (1e15, 1e15), (1.5, -0.75), (4.0, 7.0), (1e30, -1e-5)),
+        lambda a, b: sg.exp(sg.log(a) + sg.log_sigmoid(b)),
         arity=2,
     ),
     Case(
@@ -1329,16 +1339,29 @@ def test_a_near_miss_is_left_alone(case, dtype):
 
 def test_exp_of_a_sum_of_logs_keeps_the_written_domain():
     a, b = sg.vector("a"), sg.vector("b")
-    product, quotient = sg.exp(sg.log(a) + sg.log(b)), sg.exp(sg.log(a) - sg.log(b))
-    f = sg.function([a, b], [product, quotient])
-    assert f.explain().count("[product_from_exp_of_sum_of_logs]") == 2
-    pa = np.array([-1.0, 2.0, 0.0, 0.0, INF, NAN, 3.0])
-    pb = np.array([2.0, -0.5, INF, 0.0, 0.0, 1.0, 0.0])
+    formulas = [sg.exp(sg.log(a) + sg.log(b)), sg.exp(sg.log(a) - sg.log(b))]
+    formulas += [sg.exp(sg.log(a) + sg.log1p(b)), sg.exp(sg.log(a) - sg.log1p(b))]
+    f = sg.function([a, b], formulas)
+    assert f.explain().count("[product_from_exp_of_sum_of_logs]") == 4
+    pa = np.array([-1.0, 2.0, 0.0, 0.0, INF, NAN, 3.0, 2.0, 2.0, INF, 0.0])
+    pb = np.array([2.0, -0.5, INF, 0.0, 0.0, 1.0, 0.0, -1.0, -1.5, -1.0, -1.0])
     with np.errstate(all="ignore"):
         got = f(pa, pb)
-        written = sg.function([a, b], [product, quotient], recognition=False)(pa, pb)
+        written = sg.function([a, b], formulas, recognition=False)(pa, pb)
     for g, w in zip(got, written):
-        np.testing.assert_array_equal(g, w)  # NaN, 0 and inf exactly where the logs make them
+        # NaN, 0 and inf exactly where the logs make them; the rest is the written value, better rounded
+        np.testing.assert_array_equal(np.isfinite(g) & (g != 0), np.isfinite(w) & (w != 0))
+        np.testing.assert_array_equal(g[~np.isfinite(g) | (g == 0)], w[~np.isfinite(w) | (w == 0)])
+        np.testing.assert_allclose(g, w, rtol=1e-15)
+
+
+def test_exp_of_a_sum_of_logs_has_its_derivative_at_zero():
+    # written, d/da exp(log(a) + log1p(b)) at a = 0 is exp(-inf)·(1/0) = NaN; the product's is 1 + b
+    a, b = sg.vector("a"), sg.vector("b")
+    y = sg.exp(sg.log(a) + sg.log1p(b))
+    da, db = sg.function([a, b], sg.grad(sg.sum(y), [a, b]))(np.array([0.0, 0.0, 2.0]), np.array([0.5, -1.0, 3.0]))
+    np.testing.assert_array_equal(da, [1.5, 0.0, 4.0])
+    np.testing.assert_array_equal(db, [0.0, 0.0, 2.0])
 
 
 def test_log_of_abs_sinh_of_a_product_that_underflows():

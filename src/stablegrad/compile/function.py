@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import backends
 from ..autodiff import as_written, derivation_changes
+from ..backends import wide_range
 from ..backends.provenance import advice_at
 from ..errors import InputError, format_location
 from ..graph import hooks, names
@@ -30,6 +31,10 @@ class Function:
     before anything runs: their number, and for each its rank, dtype kind and every
     statically known extent.  Arrays of a different dtype of the same kind (float64
     data for a float32 input) are cast; a float array for an integer input is an error.
+
+    Where an output entry is inf or NaN from finite inputs in a graph that acts entry by
+    entry, that entry is evaluated again without a float range to leave (`backends/wide_range.py`):
+    `exp(-t*t) * t**3` at t = 1e103 is 0, value and gradient, not 0·inf.
 
     `recognition=False` keeps the formulas exactly as written.  `check_finite=True` is
     a debug mode: a call whose outputs pick up an inf or NaN that the inputs did not
@@ -91,6 +96,10 @@ class Function:
             stages.stage("generating code")
             options = backends.Options(shard=shard, check_finite=advise, threads=threads)
             self._program = target.compile(self.graph, options)
+        # inf and NaN entries evaluated again without a range to leave (backends/wide_range.py);
+        # check_finite reports them as they come
+        rescues = recognition and not check_finite
+        self._rescue = wide_range.rescuer(self.graph) if rescues else None
         self._called = False
         self._checks = [_argument_check(i, v) for i, v in enumerate(self.inputs)]
 
@@ -120,6 +129,8 @@ class Function:
             with Stages(f"sg.function: first call (backend={self.backend!r} compiles for these arguments)", delay=SLOW):
                 results = self._program.run(values)
             self._called = True
+        if self._rescue is not None:
+            results = self._rescue(values, results)
         dataarray = self._dataarray
         if dataarray is not None:
             arrays = [np.asarray(r) for r in results]

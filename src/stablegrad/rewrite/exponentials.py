@@ -914,17 +914,18 @@ def log1pmx_from_difference(node):
 @rewrite(_S, _REC, Exp)
 def product_from_exp_of_sum_of_logs(node):
     """exp(log(a) + log(b)) → a·b and exp(log(a) - log(b)) → a/b, NaN where a or b is negative (as
-    written: the log of a negative).
+    written: the log of a negative); a log1p(b) is log(1 + b).
 
     Written, the sum of logs rounds to an ulp of |log(a·b)| and the exp turns that into a relative
     error of |log(a·b)|·ε: 9 bits at a·b = 1e-300; the derivative b·exp(...)/... carries it too.
-    The product rounds once. Zeros and infinities meet as written: 0·inf and inf/inf are NaN where
-    -inf + inf is, 0·b = exp(-inf) = 0. Logs of other functions (log1p, log_sigmoid) must not fire.
+    The product rounds once (1 + b once more). Zeros and infinities meet as written: 0·inf and
+    inf/inf are NaN where -inf + inf is, 0·b = exp(-inf) = 0 — but the derivative at a = 0 is b,
+    where written it is exp(-inf)·(1/0) = NaN. Logs of other functions (log_sigmoid) must not fire.
     """
     total = owner(node.inputs[0], Add, Subtract)
     if total is None:
         return None
-    a, b = (_log_operand(v) for v in total.inputs)
+    a, b = (_log_or_log1p_operand(v) for v in total.inputs)
     if a is None or b is None or not (_float(a) and _float(b)):
         return None
     combined = a * b if isinstance(total.op, Add) else a / b
@@ -932,6 +933,12 @@ def product_from_exp_of_sum_of_logs(node):
     dtype = node.outputs[0].dtype
     outside = where(negative, np.full((), np.nan, dtype), np.zeros((), dtype))
     return fits(combined + outside, node)
+
+
+def _log_or_log1p_operand(v: Variable) -> Variable | None:
+    """x for log(x), 1 + x for log1p(x), else None."""
+    shifted = owner(v, Log1p)
+    return 1.0 + shifted.inputs[0] if shifted is not None else _log_operand(v)
 
 
 # -- inverse hyperbolic functions ----------------------------------------------------------------------
