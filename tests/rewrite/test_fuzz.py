@@ -313,6 +313,10 @@ PIECES = [
     ),
     Piece("log1p(x) - c * x", lambda x, c: sg.log1p(x) - c(2.0) * x),
     Piece("exp(log(x) + log1p(x))", lambda x, c: sg.exp(sg.log(x) + sg.log1p(x))),
+    Piece(
+        "(c + c2 / x) * exp(x) - (c2 / x - c) * exp(-x)",
+        lambda x, c: (c(1.0) + c(2.0) / x) * sg.exp(x) - (c(2.0) / x - c(1.0)) * sg.exp(-x),
+    ),
     Piece("expm1(x) / (c * x)", lambda x, c: sg.expm1(x) / (c(2.0) * x)),
     Piece("expm1(c * x) / expm1(x)", lambda x, c: sg.expm1(c(3.0) * x) / sg.expm1(x)),
     Piece("log(sinh(x) / (c * x))", lambda x, c: sg.log(sg.sinh(x) / (c(2.0) * x))),

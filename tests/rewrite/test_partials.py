@@ -8,6 +8,7 @@ import pytest
 import stablegrad as sg
 from stablegrad.graph.basic import toposort
 from stablegrad.ops.partials import AffineProduct, AffineQuotient
+from stablegrad.rewrite.partials import polynomial_difference, polynomial_form
 from stablegrad.rewrite.pipeline import optimize, recognise
 
 RULE = "affine_quotient_gradient"
@@ -275,3 +276,21 @@ def test_product_second_derivatives():
     got_xx, got_xy = sg.function([x, y], [hxx, hxy])(xs, ys)
     np.testing.assert_allclose(got_xx, 6 * xs, rtol=1e-15)
     np.testing.assert_allclose(got_xy, -2 * ys, rtol=1e-15)
+
+
+def test_a_polynomial_difference_cancels_the_products_a_and_b_share():
+    x, e, y = sg.vector("x"), sg.vector("e"), sg.vector("y")
+    # -(1 - e)·x - -(1 + e)·x is 2·e·x: written, 1 ± e rounds to 1 below e = 1e-16 and the difference is 0
+    d = polynomial_difference(-((1.0 - e) * x), -((1.0 + e) * x))
+    assert d is not None
+    value = sg.function([x, e], d)(np.array([3.0, -2.0]), np.array([1e-300, 0.25]))
+    np.testing.assert_array_equal(value, [6e-300, -1.0])
+    assert polynomial_form(-((1.0 - e) * x)) is not None and len(polynomial_form(-((1.0 - e) * x))) == 2
+    # nothing shared, or nothing that cancels: no difference to sum
+    assert polynomial_difference(2.0 * x, 3.0 * x) is None
+    assert polynomial_difference(x * e, y) is None
+    # all of it cancels: a - b is 0 where both are finite, not a formula of its own
+    assert polynomial_difference((x + e) * y, y * (e + x)) is None
+    # degree three, or a coefficient that would round: no form
+    assert polynomial_form(x * x * x) is None
+    assert polynomial_difference(0.1 * x + 0.2 * x + e, e) is None  # 0.1 + 0.2 exactly is no float

@@ -76,3 +76,16 @@ def test_a_term_that_is_the_negated_factor_itself():
     with mpmath.workdps(60):
         np.testing.assert_allclose(value, [float(exact(v)) for v in points], rtol=1e-14)
         np.testing.assert_allclose(slope, [float(mpmath.diff(exact, v)) for v in points], rtol=1e-12)
+
+
+def test_a_subtracted_term_that_is_the_scale_itself():
+    # (sinh(x) - cosh(x))/(cosh(x) + 2·sinh(x)) over cosh(x): the subtracted cosh(x) is the number -1
+    # (the fuzzer found the rule negating it as a graph node)
+    x = sg.vector("x")
+    out = (sg.sinh(x) - sg.cosh(x)) / (sg.cosh(x) + 2.0 * sg.sinh(x))
+    f = sg.function([x], out)
+    assert "[quotient_scaled_by_cosh]" in f.explain()
+    points = np.array([0.5, 3.0, 800.0])
+    with mpmath.workdps(60):
+        exact = [float((mpmath.sinh(t) - mpmath.cosh(t)) / (mpmath.cosh(t) + 2 * mpmath.sinh(t))) for t in points]
+    np.testing.assert_allclose(f(points), exact, rtol=1e-14)

@@ -62,6 +62,7 @@ from ..ops.elementwise import (
     Subtract,
     Where,
 )
+from ..ops.gradient_mask import MaskedGradient
 from ..ops.math import Arctan, Cos, Cosh, Erf, Erfc, Exp, Expm1, Log, Log1p, Power, SechSquared, Sin, Sinh, Tan, Tanh
 from ..ops.monomial import Monomial, evaluate
 from ..ops.partials import AffineProduct, AffineQuotient, OverArgument
@@ -151,11 +152,13 @@ def square_root(a: Wide) -> Wide:
 def exp(a: Wide) -> Wide:
     x = narrow(a)
     direct = np.exp(x)
-    # 2ⁿ·exp(r) with r = x - n·ln 2 in [-ln 2/2, ln 2/2] (n·hi is exact for |n| < 2²¹; past 2⁴⁰
-    # the float x has no digits below 1, and the answer is 2ⁿ with n rounded as x·log₂e is)
+    # 2ⁿ·exp(r) with r = x - n·ln 2 in [-ln 2/2, ln 2/2].  n·hi is exact below |n| = 2²¹; above, r
+    # carries n·ln 2's rounding, a relative error of about |x|·2⁻⁵³, which is what exp's condition
+    # number |x| makes of x's own rounding.  Past |n| = 2⁵² n·ln 2 has no digits below 1 left
+    # and the answer is 2ⁿ, its significand as unknown as x's last digits make it.
     clipped = np.clip(x, -_FAR, _FAR)
     n = np.rint(clipped * _LOG2E)
-    r = np.where(np.abs(clipped) < 2.0**40, (clipped - n * _LN2_HI) - n * _LN2_LO, 0.0)
+    r = np.where(np.abs(n) < 2.0**52, (clipped - n * _LN2_HI) - n * _LN2_LO, 0.0)
     far = _normalized(np.exp(r), np.nan_to_num(n, nan=0.0))
     # (past the range x itself is ±inf, and exp(x) inf or 0: its exponent is no float)
     keep = (np.abs(direct) >= np.finfo(np.float64).tiny) & np.isfinite(direct) | ~np.isfinite(x)
@@ -318,10 +321,11 @@ WIDE: dict[type, Callable[..., Any]] = {
     XLogY: lambda op, a, b: _xlog(log)(a, b),
     XLog1PY: lambda op, a, b: _xlog(log1p)(a, b),
     Monomial: lambda op, *xs: evaluate(op.tree, xs, _TREE),
+    MaskedGradient: lambda op, a, mask: a,  # (x itself; a late rule's where leaves them in a value's graph)
 }
 
 #: composites that act entry by entry without saying so (`Entrywise`)
-_ENTRYWISE_COMPOSITES = (OverArgument, AffineQuotient, AffineProduct)
+_ENTRYWISE_COMPOSITES = (OverArgument, AffineQuotient, AffineProduct, MaskedGradient)
 
 
 class _Refused(Exception):

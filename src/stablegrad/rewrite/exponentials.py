@@ -94,7 +94,9 @@ from ..ops.math import (
     tanh,
 )
 from ..ops.partials import SINH_REMAINDER
+from .branches import masked_where
 from .engine import Kind, Phase, rewrite
+from .partials import affine_form, polynomial_difference
 from .patterns import (
     constant_value,
     entrywise_operand,
@@ -910,6 +912,93 @@ def log1pmx_from_difference(node):
     return None
 
 
+# -- differences of exponentials ---------------------------------------------------------------------------
+@rewrite(Phase.GRADIENT, _REC, Subtract)
+def expm1_from_difference_of_exps(node):
+    """exp(a) - exp(b) → -exp(a)·expm1(b - a) where a ≥ b, exp(b)·expm1(a - b) elsewhere (the larger
+    exponent outside, so expm1 stays in [-1, 0]), with a - b summed product by product where they
+    share products that cancel (`polynomial_difference`: `-(1 - e)·x` and `-(1 + e)·x` are 2·e·x
+    apart); as written where a or b is not finite.  One of the LATE_RULES, so that `log(exp(a) -
+    exp(b))` is logdiffexp's first.
+
+    Written, the two exps cancel where a ≈ b and keep none of the difference's digits past
+    |a - b| < 1e-16·|a| (and a or b rounded first, `(1 + e)·x` for e below 1e-16, lose it all).
+    """
+    if owner(node.inputs[0], Exp) is None or owner(node.inputs[1], Exp) is None:
+        return None
+    return fits(_difference_of_exps(*node.inputs, written_difference(node), select=masked_where), node)
+
+
+def _difference_of_exps(first: Variable, second: Variable, written: Variable, scale=None, select=where):
+    """scale·(exp(a) - exp(b)) for first = exp(a), second = exp(b), with the larger exponent outside
+    (see `expm1_from_difference_of_exps`); `written` where a or b is not finite.  The scale
+    multiplies each branch's product, where a monomial rule can cancel it against expm1's
+    argument (`(1/e)·expm1(2·e·x)` is `2·x·exprel(2·e·x)`).  `select` builds the wheres (a late
+    phase's must mask their branches themselves)."""
+    a, b = owner(first, Exp).inputs[0], owner(second, Exp).inputs[0]  # type: ignore[union-attr]
+    apart = polynomial_difference(a, b)
+    d = apart if apart is not None else a - b
+    above, below = first * expm1(negate(d)), second * expm1(d)
+    if scale is not None:
+        above, below = scale * above, scale * below
+    stable = select(greater_equal(a, b), negate(above), below)
+    return select(logical_and(isfinite(a), isfinite(b)), stable, written)
+
+
+def _coefficient_and_exp(v: Variable) -> tuple[Variable | float, Variable] | None:
+    """(p, exp(a)) for v = p·exp(a) in either order, or (1, v) for v = exp(a) itself."""
+    if owner(v, Exp) is not None:
+        return 1.0, v
+    product = owner(v, Multiply)
+    if product is None:
+        return None
+    for p, e in (product.inputs, product.inputs[::-1]):
+        if owner(e, Exp) is not None:
+            return p, e
+    return None
+
+
+def _sum_of(terms: list[tuple[Variable, float]], constant: float) -> Variable | float:
+    """Σ k·u + constant (a float where there are no terms)."""
+    total: Variable | float = constant
+    for u, k in terms:
+        term = scaled(k, u)
+        total = term if isinstance(total, float) and total == 0.0 else total + term
+    return total
+
+
+@rewrite(_S, _REC, Subtract)
+def difference_of_exps_from_shared_coefficient(node):
+    """p·exp(a) - q·exp(b) → w·(exp(a) - exp(b)) + (p - w)·exp(a) - (q - w)·exp(b) for affine p and
+    q whose shared terms with equal coefficients sum to w: `(1 + 1/e)·exp(-(1 - e)·x) -
+    (1/e - 1)·exp(-(1 + e)·x)` is `(1/e)·(exp(…) - exp(…)) + exp(…) + exp(…)`, and the difference
+    of exps is then `expm1_from_difference_of_exps`'s.
+
+    Written, each product is about w times an exp and they cancel to about 1: at e = 1e-200 no
+    digit is left (the answer is (1 + x)·exp(-x)).
+    """
+    pairs = [_coefficient_and_exp(v) for v in node.inputs]
+    if pairs[0] is None or pairs[1] is None:
+        return None
+    (p, first), (q, second) = pairs  # type: ignore[misc]
+    forms = [affine_form(c) if isinstance(c, Variable) else ({}, c) for c in (p, q)]
+    if forms[0] is None or forms[1] is None:
+        return None
+    p_terms, q_terms = forms[0][0], forms[1][0]
+    shared = [key for key in p_terms.keys() & q_terms.keys() if p_terms[key][1] == q_terms[key][1]]
+    if not shared:
+        return None
+    w = _sum_of([p_terms[key] for key in shared], 0.0)
+    p_rest, q_rest = (_sum_of([t for key, t in terms.items() if key not in shared], c) for terms, c in forms)
+    total = _difference_of_exps(first, second, w * (first + negate(second)), scale=w)
+    for rest, e, sign in ((p_rest, first, 1.0), (q_rest, second, -1.0)):
+        if isinstance(rest, float):
+            total = total + scaled(sign * rest, e) if rest != 0.0 else total
+        else:
+            total = total + scaled(sign, rest * e)
+    return fits(total, node)
+
+
 # -- exp of a sum of logs -------------------------------------------------------------------------------
 @rewrite(_S, _REC, Exp)
 def product_from_exp_of_sum_of_logs(node):
@@ -1219,4 +1308,8 @@ RULES = (
     log_sinh_from_log_of_sinh,
     log1pmx_from_difference,
     product_from_exp_of_sum_of_logs,
+    difference_of_exps_from_shared_coefficient,
 )
+
+#: run after recognition (`rewrite/pipeline.py`), on value and gradient graphs alike
+LATE_RULES = (expm1_from_difference_of_exps,)

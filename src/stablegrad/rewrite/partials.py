@@ -16,6 +16,7 @@ recognition rule that reads a quotient (`log((1 + x)/(1 - x))`) must see the Div
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from ..graph.basic import Constant, Variable
 from ..ops.elementwise import Add, Divide, Multiply, Negative, Subtract
@@ -125,6 +126,78 @@ def affine_form(v: Variable) -> tuple[dict[int, tuple[Variable, float]], float] 
         if len(terms) > MAX_TERMS:
             return None
     return {key: entry for key, entry in terms.items() if entry[1] != 0}, constant
+
+
+#: a sum of products: {sorted term ids: (terms, coefficient)}, the constant under ()
+Polynomial = dict[tuple[int, ...], tuple[tuple[Variable, ...], Fraction]]
+
+
+def polynomial_form(v: Variable, degree: int = 2) -> Polynomial | None:
+    """v as Σ coefficient·Π terms of at most `degree` terms each, products of affine forms
+    multiplied out (`(1 - e)·x` is x - e·x), coefficients exact; None where v is no such sum
+    (within `REACH` ops and `MAX_TERMS` products)."""
+    budget = [REACH]
+
+    def form(u: Variable) -> Polynomial | None:
+        value = constant_value(u) if isinstance(u, Constant) else None
+        if value is not None:
+            return {(): ((), Fraction(value))} if math.isfinite(value) else None
+        budget[0] -= 1
+        node = u.owner
+        if budget[0] < 0:
+            return None
+        split = _split(node) if node is not None else None
+        if split is not None:
+            total: Polynomial = {}
+            for w, k in split:
+                part = form(w)
+                if part is None:
+                    return None
+                for key, (terms, c) in part.items():
+                    total[key] = (terms, total.get(key, (terms, Fraction(0)))[1] + Fraction(k) * c)
+            return total
+        if node is not None and isinstance(node.op, Multiply):
+            left, right = form(node.inputs[0]), form(node.inputs[1])
+            if left is None or right is None or len(left) * len(right) > MAX_TERMS:
+                return None
+            product: Polynomial = {}
+            for (p, (p_terms, p_c)), (q, (q_terms, q_c)) in ((x, y) for x in left.items() for y in right.items()):
+                if len(p) + len(q) > degree:
+                    return None
+                key = tuple(sorted(p + q))
+                terms = tuple(sorted(p_terms + q_terms, key=lambda t: t.id))
+                product[key] = (terms, product.get(key, (terms, Fraction(0)))[1] + p_c * q_c)
+            return product
+        return {(u.id,): ((u,), Fraction(1))} if _real_float(u) else None
+
+    found = form(v)
+    return None if found is None or len(found) > MAX_TERMS else found
+
+
+def polynomial_difference(a: Variable, b: Variable) -> Variable | None:
+    """a - b summed product by product where a and b share products that cancel in it
+    (`(1 + e)·x - (1 - e)·x` is 2·e·x, which written rounds to 0 for e below 1e-16); None where
+    none cancels, where all do, or where a coefficient would be rounded."""
+    first, second = polynomial_form(a), polynomial_form(b)
+    if first is None or second is None:
+        return None
+    if not any(first[k][1] == second[k][1] for k in first.keys() & second.keys()):
+        return None
+    total: Variable | None = None
+    for key in sorted(first.keys() | second.keys()):
+        terms = (first.get(key) or second[key])[0]
+        k = first.get(key, (terms, Fraction(0)))[1] - second.get(key, (terms, Fraction(0)))[1]
+        if k == 0:
+            continue
+        if k != Fraction(float(k)):
+            return None
+        product: Variable | float = float(k) if not terms else terms[0]
+        for t in terms[1:]:
+            product = product * t
+        if terms and k != 1:
+            product = -product if k == -1 else float(k) * product
+        total = product if total is None else total + product  # type: ignore[assignment]
+    return total if isinstance(total, Variable) else None
 
 
 def _split(node) -> list[tuple[Variable, float]] | None:

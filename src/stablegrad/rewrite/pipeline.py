@@ -109,9 +109,12 @@ PIPELINE: tuple[tuple[Phase, tuple[Rewrite, ...]], ...] = (
         + BODY_RULES,
     ),
     # only `recognise` runs it: these rules would hide a quotient from a value's recognition
-    (Phase.GRADIENT, partials.RULES + trigonometric.LATE_RULES + products.LATE_RULES + monomials.RULES),
+    (
+        Phase.GRADIENT,
+        partials.RULES + trigonometric.LATE_RULES + products.LATE_RULES + exponentials.LATE_RULES + monomials.RULES,
+    ),
     (Phase.SPECIALIZE, specialize.RULES),
-    (Phase.RANGE, trigonometric.LATE_RULES + products.LATE_RULES + monomials.RULES),
+    (Phase.RANGE, trigonometric.LATE_RULES + products.LATE_RULES + exponentials.LATE_RULES + monomials.RULES),
 )
 
 

@@ -153,7 +153,8 @@ def _scaled_sum(v: Variable, x: Variable, scale: _Scale) -> Variable | None:
             f, rebuild = found
             s = _or_one(rebuild(scale.over[type(f.op)](x)), x)
             found_any = True
-        scaled.append(s if sign > 0 else negate(s))
+        # (a term that was the scale itself is the number 1 now: -cosh(x)/cosh(x) is -1)
+        scaled.append(s if sign > 0 else -s if isinstance(s, np.ndarray) else negate(s))
     if not found_any:
         return None
     total = scaled[0]
