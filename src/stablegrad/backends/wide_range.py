@@ -341,13 +341,14 @@ class WideRange:
         self.extents = extents
         self.floating = [i for i, v in enumerate(graph.outputs) if is_floating(v.dtype)]
 
-    def __call__(self, values: Sequence[np.ndarray], results: list) -> list:
+    def __call__(self, values: Sequence[np.ndarray], results: list, scalar=np.float64, finite=math.isfinite) -> list:
         """`results`, with each inf or NaN entry of finite inputs evaluated again on wide numbers."""
-        for i in self.floating:  # (on scalars a call costs microseconds: math.isfinite is quicker)
+        for i in self.floating:  # (a call on scalars costs microseconds: their test is math.isfinite's)
             r = results[i]
-            if not (math.isfinite(r) if getattr(r, "ndim", 0) == 0 else np.isfinite(r).all()):
-                with np.errstate(all="ignore"):
-                    return self._rescued(values, results)
+            if finite(r) if r.__class__ is scalar else np.isfinite(r).all():
+                continue
+            with np.errstate(all="ignore"):
+                return self._rescued(values, results)
         return results
 
     def _rescued(self, values: Sequence[np.ndarray], results: Sequence) -> list:

@@ -154,7 +154,7 @@ def _scaled_sum(v: Variable, x: Variable, scale: _Scale) -> Variable | None:
             s = _or_one(rebuild(scale.over[type(f.op)](x)), x)
             found_any = True
         # (a term that was the scale itself is the number 1 now: -cosh(x)/cosh(x) is -1)
-        scaled.append(s if sign > 0 else -s if isinstance(s, np.ndarray) else negate(s))
+        scaled.append(s if sign > 0 else _negated(None, x) if isinstance(s, np.ndarray) else negate(s))
     if not found_any:
         return None
     total = scaled[0]
