@@ -402,16 +402,16 @@ class WideRange:
                 raise _Refused
             return np.reshape(x, -1)[where]
 
+        def read_whole(v):
+            return whole[v.id] if v.id in whole else np.asarray(v.data)  # an extent or input, or a constant
+
         def read(v):
             if v.id not in env:
-                x = whole[v.id] if v.id in whole else np.asarray(v.data)  # an extent, or a constant
+                x = read_whole(v)
                 shapes.setdefault(v.id, np.shape(x))
                 x = chosen(x)
                 env[v.id] = wide(x) if is_floating(np.asarray(x).dtype) else x
             return env[v.id]
-
-        def read_whole(v):
-            return whole[v.id] if v.id in whole else np.asarray(v.data)
 
         for v, x in zip(self.graph.inputs, values):
             whole[v.id], shapes[v.id] = x, np.shape(x)

@@ -971,8 +971,8 @@ def _sum_of(terms: list[tuple[Variable, float]], constant: float) -> Variable | 
 def difference_of_exps_from_shared_coefficient(node):
     """p·exp(a) - q·exp(b) → w·(exp(a) - exp(b)) + (p - w)·exp(a) - (q - w)·exp(b) for affine p and
     q whose shared terms with equal coefficients sum to w: `(1 + 1/e)·exp(-(1 - e)·x) -
-    (1/e - 1)·exp(-(1 + e)·x)` is `(1/e)·(exp(…) - exp(…)) + exp(…) + exp(…)`, and the difference
-    of exps is then `expm1_from_difference_of_exps`'s.
+    (1/e - 1)·exp(-(1 + e)·x)` is `(1/e)·(exp(…) - exp(…)) + exp(…) + exp(…)`, the difference of
+    exps taken as `expm1_from_difference_of_exps` takes it, with w in each of its branches.
 
     Written, each product is about w times an exp and they cancel to about 1: at e = 1e-200 no
     digit is left (the answer is (1 + x)·exp(-x)).
@@ -992,10 +992,10 @@ def difference_of_exps_from_shared_coefficient(node):
     p_rest, q_rest = (_sum_of([t for key, t in terms.items() if key not in shared], c) for terms, c in forms)
     total = _difference_of_exps(first, second, w * (first + negate(second)), scale=w)
     for rest, e, sign in ((p_rest, first, 1.0), (q_rest, second, -1.0)):
-        if isinstance(rest, float):
-            total = total + scaled(sign * rest, e) if rest != 0.0 else total
-        else:
+        if not isinstance(rest, float):
             total = total + scaled(sign, rest * e)
+        elif rest != 0.0:
+            total = total + scaled(sign * rest, e)
     return fits(total, node)
 
 
