@@ -147,6 +147,34 @@ def test_a_row_stage_whose_logsumexp_only_its_gradient_reads(monkeypatch):
     np.testing.assert_allclose(got[1], expected[1], rtol=1e-15)
 
 
+def test_a_product_loop_runs_as_written_and_exactly_only_where_a_partial_product_left_the_range(monkeypatch):
+    """x·y/z² is a Monomial: the loop computes it as written (free of branches, so it
+    vectorises) and tests each entry; only a call with an entry that left the range on the
+    way, unexplained by its factors, compiles and runs the exact kernel."""
+    from stablegrad.backends.numba_backend import loop_source
+
+    sources = []
+    monkeypatch.setattr(loop_source, "source", lambda *a, **k: sources.append(k) or source(*a, **k))
+    x, y, z = (sg.tensor(name, (2000,), "float64") for name in "xyz")
+    inputs, out = [x, y, z], x * y / (z * z)
+    f = sg.function(inputs, out, backend="numba")
+    (loop,) = _loops(f)
+    assert "unexplained = unexplained |" in source(loop.op, speculate=True)
+    values = [RNG.normal(size=2000) for _ in range(3)]
+    np.testing.assert_array_equal(f(*values), values[0] * values[1] / (values[2] * values[2]))
+    assert sources == [{"speculate": True}]  # the exact kernel: not even compiled
+    # x·y overflows, z² underflows; 0, inf and NaN that a factor explains; the answer in range
+    edges = {1: (1e200, 1e200, 1e200), 2: (1e-200, 1e-200, 1e-200), 3: (0.0, 5.0, 1e-200), 4: (np.inf, 1.0, 1.0)}
+    edges |= {5: (np.nan, 1.0, 1.0), 6: (1.0, 1.0, 0.0)}
+    for i, (a, b, c) in edges.items():
+        values[0][i], values[1][i], values[2][i] = a, b, c
+    got = f(*values)
+    assert sources[1:] == [{}]  # (the exact kernel, compiled on the first call that needs it)
+    np.testing.assert_array_equal(got[1:7], [1.0, 1.0, 0.0, np.inf, np.nan, np.inf])
+    np.testing.assert_array_equal(got, sg.function(inputs, out)(*values))
+    np.testing.assert_array_equal(got[7:], values[0][7:] * values[1][7:] / (values[2][7:] * values[2][7:]))
+
+
 def test_the_kernel_and_the_loops_numpy_reference_agree():
     inputs, outputs = _mixture(n=1200)
     values = [RNG.normal(size=1200), RNG.normal(size=5), RNG.normal(size=5), RNG.normal(size=5)]

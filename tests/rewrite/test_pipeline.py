@@ -246,6 +246,30 @@ def test_with_static_shapes_the_sums_undoing_broadcasting_are_plain_sums(x_shape
     np.testing.assert_allclose(got_x, np.cos(x_value * y_value) * y_value, rtol=1e-12)
 
 
+@pytest.mark.parametrize("recognition", [True, False])
+def test_a_gradients_seed_of_ones_is_the_number_one_not_an_array(recognition):
+    """The pullback of sum broadcasts its seed to the data's shape; as an operand of a
+    product that the other operand already gives that shape, it is the number 1."""
+    x, mu = sg.tensor("x", (5000, 3)), sg.tensor("mu", (3,))
+    z = (x - mu) * 2.0
+    (g,) = sg.grad(sg.sum(sg.logsumexp(-0.5 * z * z, axis=1)), [mu])
+    f = sg.function([x, mu], g, recognition=recognition)
+    assert not {"broadcast_to", "expand_dims"} & {n.op.name for n in f.nodes}
+    x_value, mu_value = rng.standard_normal((5000, 3)), rng.standard_normal(3)
+    lp = -2.0 * (x_value - mu_value) ** 2
+    p = np.exp(lp - lp.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(f(x_value, mu_value), (4.0 * (x_value - mu_value) * p).sum(axis=0), rtol=1e-10)
+
+
+def test_a_fill_that_sets_the_results_shape_stays():
+    y = sg.tensor("y", (3,))
+    ones = sg.broadcast_to(sg.exp(sg.zeros(())), (5000, 3))  # (not folded: computed)
+    f = sg.function([y], ones * y)
+    assert f(np.arange(3.0)).shape == (5000, 3)
+    np.testing.assert_array_equal(f(np.arange(3.0)), np.broadcast_to(np.arange(3.0), (5000, 3)))
+
+
 def test_a_forward_value_read_only_for_its_shape_is_not_computed():
     """With unknown shapes the gradient of sum(logsumexp(x)) seeds with ones of the result's
     shape; the extent comes from x, so logsumexp's value is not computed at all."""

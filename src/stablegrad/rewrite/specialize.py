@@ -18,7 +18,7 @@ from ..graph.types import is_floating
 from ..ops.base import Elementwise
 from ..ops.composite import OpFromGraph, SymbolicOp, inline
 from ..ops.reduction import Sum
-from ..ops.shape import BroadcastTo, ReduceTo, ShapeDim, Squeeze
+from ..ops.shape import BroadcastTo, ExpandDims, ReduceTo, Reshape, ShapeDim, Squeeze
 from .engine import Kind, Phase, rewrite
 from .extents import broadcast_extent, extent_source, extent_sources
 
@@ -103,6 +103,37 @@ def needless_broadcast(node):
     return x if target is not None and x.type.shape == target else None
 
 
+@rewrite(Phase.SPECIALIZE, Kind.ALGEBRA, Elementwise)
+def filled_operand(node):
+    """An entrywise op's operand that is one number broadcast (`broadcast_to`, `expand_dims`,
+    `reshape` of a one-entry constant) → that number, where the other operands already give
+    the result its static shape.
+
+    A gradient's seed is such a fill (the ones that `sum`'s pullback broadcasts), and a
+    product over it stays a product by 1 (a `Monomial` takes it as one more factor).  As
+    the number it is, the product folds away, and a compiled loop reads no array of ones.
+    """
+    shape = node.outputs[0].type.shape
+    if None in shape:
+        return None
+    changed, operands = False, []
+    for v in node.inputs:
+        value = _filled(v)
+        if value is not None and v.owner is not None:
+            others = [u.type.shape for u in node.inputs if u is not v]
+            if all(None not in s for s in others) and np.broadcast_shapes((), *others) == shape:
+                v, changed = Constant(value.reshape(())), True
+        operands.append(v)
+    return node.op(*operands) if changed else None
+
+
+def _filled(v: Variable) -> np.ndarray | None:
+    """The one-entry constant that `v` broadcasts or reshapes, else None."""
+    while v.owner is not None and isinstance(v.owner.op, BroadcastTo | ExpandDims | Reshape):
+        v = v.owner.inputs[0]
+    return v.data if isinstance(v, Constant) and v.data.size == 1 else None
+
+
 @rewrite(Phase.SPECIALIZE, Kind.ALGEBRA, ReduceTo)
 def static_reduce_to(node):
     """reduce_to a static shape from a static shape → a plain sum over the broadcast axes.
@@ -132,4 +163,12 @@ def squeezed_sum(node):
     return Sum(owner.op.axes)(owner.inputs[0])
 
 
-RULES = (inline_composite, static_extent, extent_from_operand, needless_broadcast, static_reduce_to, squeezed_sum)
+RULES = (
+    inline_composite,
+    static_extent,
+    extent_from_operand,
+    needless_broadcast,
+    filled_operand,
+    static_reduce_to,
+    squeezed_sum,
+)

@@ -15,6 +15,10 @@ keeps it (a sum's reduced axes as extent 1), so one index expression per array r
 writes it: the loop index on a full axis, 0 on an extent-1 one.  A sum down the rows of
 a block adds into a local through `kernels.add`, whose reassociation (its own, not the
 member's arithmetic) lets the loop vectorise.
+
+A loop with `Monomial` members runs speculatively: each product as written, with a test
+per entry that the result is in range (see `source`); a call where one is not runs again
+with the exact kernel.
 """
 
 from __future__ import annotations
@@ -29,23 +33,36 @@ import numpy as np
 from ...graph.basic import Apply, Constant, Variable
 from ...graph.types import is_floating
 from ...ops.elementwise import Where
+from ...ops.monomial import Monomial
 from ...ops.reduction import Sum
 from .kernels import SHORT_ROW
-from .loops import Loop, row_lse, row_op, row_softmax, scalar_form
+from .loops import Loop, monomial_unexplained, monomial_written, row_lse, row_op, row_softmax, scalar_form
 
 BLOCK = 256
 _NUMBA_TYPE = {"float32": "np.float32", "float64": "np.float64", "bool": "np.bool_", "int64": "np.int64"}
 
 
-def source(op: Loop, parallel: bool = False) -> str:
+def source(op: Loop, parallel: bool = False, speculate: bool = False) -> str:
     """Python source of the loop's kernel `loop(leaf0, ..., result0, ...)`; `parallel`: its
-    outer loop split over threads (`numba.prange`) where the iterations are independent."""
-    return _Source(op, parallel).text()
+    outer loop split over threads (`numba.prange`) where the iterations are independent.
+
+    `speculate`: each `Monomial` member is computed as written only, and the kernel returns
+    True where one of them left the range at some entry (`monomial_unexplained`), for the
+    caller to run the exact kernel instead.  The exact form's per-entry branch into frexp
+    keeps a loop from vectorising (a mixture's gradient took 2.4× as long with it); its
+    test alone, in bitwise operators, does not."""
+    return _Source(op, parallel, speculate).text()
+
+
+def speculates(op: Loop) -> bool:
+    """Whether the loop has members that a speculative kernel computes as written only."""
+    return any(isinstance(node.op, Monomial) for node in op.members)
 
 
 class _Source:
-    def __init__(self, op: Loop, parallel: bool):
+    def __init__(self, op: Loop, parallel: bool, speculate: bool = False):
         self.op = op
+        self.speculate = speculate
         d = len(op.space)
         self.blocked = d == 2 and op.space[1] <= SHORT_ROW
         self.idx = ["i0", "i1"] if self.blocked else [f"i{a}" for a in range(d)]
@@ -93,7 +110,11 @@ class _Source:
             f'@numba.njit(cache=True, nogil=True, error_model="numpy"{", parallel=True" if self.parallel else ""})',
             f"def loop({', '.join(self.args + results)}):",
         ]
+        if self.speculate:
+            lines.append("    unexplained = False")
         lines += self.blocked_body() if self.blocked else self.plain_body()
+        if self.speculate:
+            lines.append("    return unexplained")
         return "\n".join(lines) + "\n"
 
     # -- plain ---------------------------------------------------------------------------------
@@ -250,7 +271,13 @@ class _Source:
                     lines.append(f"r{k}[{keep}] += {value}")
                 continue
             name = f"m{self.number[id(node)]}"
-            lines.append(f"{name} = {self.expression(node)}")
+            if self.speculate and isinstance(node.op, Monomial):
+                operands = [self.names[v.id] for v in node.inputs]
+                lines.append(f"{name} = {scalar_expression(node, operands, monomial_written(node.op.tree))}")
+                test = scalar_expression(node, operands, monomial_unexplained(node.op.tree), result=name)
+                lines.append(f"unexplained = unexplained | {test}")
+            else:
+                lines.append(f"{name} = {self.expression(node)}")
             self.names[out.id] = name
             if out.id in self.result_of:
                 lines.append(f"r{self.result_of[out.id]}[{', '.join(self.idx)}] = {name}")
@@ -260,23 +287,26 @@ class _Source:
         return scalar_expression(node, [self.names[v.id] for v in node.inputs])
 
 
-def scalar_expression(node: Apply, operands: Sequence[str]) -> str:
-    """An elementwise node's scalar form over the operands' expressions: operands cast to
-    NumPy's common dtype, the result to the node's own."""
+def scalar_expression(node: Apply, operands: Sequence[str], form: str | None = None, result: str = "") -> str:
+    """An elementwise node's scalar form (by default `scalar_form`'s) over the operands'
+    expressions: operands cast to NumPy's common dtype, the result to the node's own.  With
+    `result` (the name of the node's value), the form is a truth value about it."""
     values = list(zip(operands, node.inputs))
     condition = values.pop(0)[0] if isinstance(node.op, Where) else None  # read as a truth value
     common = np.result_type(*(v.dtype for _, v in values))
     texts = [cast(text, v.dtype, common) for text, v in values]
     if condition is not None:
         texts.insert(0, condition)
-    form = scalar_form(node.op)
+    form = scalar_form(node.op) if form is None else form
     assert form is not None
     limits = np.finfo(common) if is_floating(common) else None  # (a monomial's range)
     text = (
-        form.format(*texts, tiny=repr(float(limits.tiny)), huge=repr(float(limits.max)))
+        form.format(*texts, tiny=repr(float(limits.tiny)), huge=repr(float(limits.max)), r=result)
         if limits
         else form.format(*texts)
     )
+    if result:
+        return text
     return cast("(" + text + ")", common, node.outputs[0].dtype, force=True)
 
 
@@ -320,8 +350,12 @@ def warn_unsupported(what: str, exc: Exception) -> None:
 
 
 def kernel(op: Loop, compiled: Callable[[str, str], Callable], threads: int = 1) -> Callable:
-    """The loop as a function of its leaves, compiled by `compiled(source, name)`, on `threads`."""
-    fn = compiled(source(op, threads > 1), "loop")
+    """The loop as a function of its leaves, compiled by `compiled(source, name)`, on `threads`.
+    A loop with monomials runs speculatively first (serially: a flag across threads would be a
+    reduction), and again with the exact kernel, compiled then, where that returns True."""
+    speculative = speculates(op) and threads == 1
+    fn = compiled(source(op, threads > 1, speculate=speculative), "loop")
+    exact: Callable | None = None
     d = len(op.space)
     arrays_at = [i for i, v in enumerate(op.leaves) if _literal(v) is None]
     layouts = []  # per result: (kernel buffer shape, its dtype, the shape returned, from an accumulator)
@@ -335,19 +369,25 @@ def kernel(op: Loop, compiled: Callable[[str, str], Callable], threads: int = 1)
         else:
             layouts.append((op.space, v.dtype, shape, False))
 
+    def new_buffers() -> list[np.ndarray]:
+        return [(np.zeros if acc else np.empty)(layout, dtype) for layout, dtype, _, acc in layouts]
+
     def run(*values):
-        nonlocal fn
+        nonlocal fn, exact
         arrays = []
         for i in arrays_at:
             a = np.asarray(values[i])
             arrays.append(a.reshape((1,) * (d - a.ndim) + a.shape))
-        buffers = [(np.zeros if acc else np.empty)(layout, dtype) for layout, dtype, _, acc in layouts]
+        buffers = new_buffers()
         if fn is None:
             return op.perform(*values)
         if threads > 1:
             numba.set_num_threads(threads)  # (Numba's pool is shared: each call sets its own)
         try:
-            fn(*arrays, *buffers)
+            if fn(*arrays, *buffers):  # a monomial left the range: its sums are spoilt too
+                exact = exact or compiled(source(op), "loop")
+                buffers = new_buffers()
+                exact(*arrays, *buffers)
         except numba.core.errors.NumbaError as exc:  # a gap in the code generator, not the user's error
             warn_unsupported(op.name, exc)
             fn = None

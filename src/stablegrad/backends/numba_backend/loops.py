@@ -169,24 +169,42 @@ _EXPONENT_TEXT = {
 
 
 def _monomial_form(tree) -> str:
-    """The tree as written, and where that is no normal number (`{tiny}`, `{huge}`: the dtype's
-    range, filled in by `scalar_expression`) the factors do not explain, with exponents carried:
-    a branch taken almost never."""
-    n = max(_leaves(tree)) + 1
-    x = [f"{{{i}}}" for i in range(n)]
+    """The tree as written, and where that is no normal number the factors do not explain
+    (`monomial_unexplained`) with exponents carried: a branch taken almost never."""
+    x = _operands(tree)
     written = evaluate(tree, x, _TEXT)
     significand = evaluate(tree, [f"math.frexp({a})[0]" for a in x], _TEXT)
     exponent = evaluate(tree, [f"math.frexp({a})[1]" for a in x], _EXPONENT_TEXT)
+    return f"({written} if not {_unexplained(written, x)} else math.ldexp({significand}, {exponent}))"
 
+
+def monomial_written(tree) -> str:
+    """The tree as written, nothing more: a speculative loop's form (see `monomial_unexplained`)."""
+    return "(" + evaluate(tree, _operands(tree), _TEXT) + ")"
+
+
+def monomial_unexplained(tree) -> str:
+    """A truth value: the written result `{r}` is no normal number (`{tiny}`, `{huge}`: the
+    dtype's range, filled in by `scalar_expression`) and the factors do not explain it (0
+    with no factor 0, inf with no factor inf, NaN with no factor NaN).  In bitwise operators,
+    so that a loop testing it at every entry stays free of branches and vectorises."""
+    return _unexplained("{r}", _operands(tree))
+
+
+def _operands(tree) -> list[str]:
+    return [f"{{{i}}}" for i in range(max(_leaves(tree)) + 1)]
+
+
+def _unexplained(written: str, x: list[str]) -> str:
     def any_of(test: str) -> str:
-        return "(" + " or ".join(test.format(a) for a in x) + ")"
+        return "(" + " | ".join("(" + test.format(a) + ")" for a in x) + ")"
 
     explained = (
-        f"({written} == 0 and {any_of('{} == 0')}) or (abs({written}) == np.inf and {any_of('abs({}) == np.inf')})"
-        f" or ({written} != {written} and {any_of('{0} != {0}')})"
+        f"(({written} == 0) & {any_of('{} == 0')}) | ((abs({written}) == np.inf) & {any_of('abs({}) == np.inf')})"
+        f" | (({written} != {written}) & {any_of('{0} != {0}')})"
     )
-    in_range = f"({{tiny}} <= abs({written}) <= {{huge}})"
-    return f"({written} if {in_range} or {explained} else math.ldexp({significand}, {exponent}))"
+    in_range = f"(({{tiny}} <= abs({written})) & (abs({written}) <= {{huge}}))"
+    return f"(not ({in_range} | {explained}))"
 
 
 def _leaves(tree) -> list[int]:
