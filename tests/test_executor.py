@@ -17,7 +17,7 @@ import pytest
 
 import stablegrad as sg
 import stablegrad.ops.stable as stable
-from stablegrad.backends.numpy_program import UFUNCS, implementation
+from stablegrad.backends.numpy_program import HOT_RUNS, UFUNCS, implementation
 from stablegrad.graph.basic import READS_OUTPUTS, Apply, Constant, Op, Variable, toposort
 from stablegrad.ops.base import Elementwise
 from stablegrad.ops.composite import OpFromGraph, SymbolicOp, inline
@@ -85,6 +85,31 @@ def test_an_output_listed_twice_and_an_input_as_output_are_returned():
     np.testing.assert_array_equal(a, [2.0, 4.0])
     np.testing.assert_array_equal(b, [2.0, 4.0])
     np.testing.assert_array_equal(c, [1.0, 2.0])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("form", ["numpy scalar", "python float", "0-d array"])
+def test_a_scalar_function_run_as_operators_on_numpy_scalars_keeps_the_node_by_node_bits(dtype, form):
+    """The straight-line version writes the arithmetic ufuncs as Python's operators and takes
+    a NumPy scalar argument as it is (NumPy's scalar path); node by node, the ufuncs run on
+    0-d arrays.  Both give the same bits, and a 0-d array out, however the number comes in."""
+    x = sg.tensor("x", (), dtype)
+    f = sg.function([x], (sg.exp(x) * 2.0 - x / 3.0 + 1.0) * -x - sg.maximum(x, 0.25))
+    number = {"numpy scalar": np.dtype(dtype).type(0.7), "python float": 0.7, "0-d array": np.asarray(0.7, dtype)}[form]
+    expected = f._program.interpret([np.asarray(0.7, dtype)])[0]
+    for _ in range(HOT_RUNS + 2):  # (past the runs after which the straight-line version is made)
+        got = f(number)
+        assert type(got) is np.ndarray and got.dtype == dtype and got.shape == ()
+        assert got.tobytes() == np.asarray(expected).tobytes()
+    assert f._program._straight is not None
+
+
+def test_a_numpy_scalar_of_another_dtype_or_for_an_array_input_is_checked_as_before():
+    x, v = sg.tensor("x", (), "float32"), sg.vector("v")
+    f = sg.function([x], x * 2.0)
+    assert f(np.float64(0.5)).dtype == np.float32  # read into the input's dtype, as a float is
+    with pytest.raises(sg.InputError, match="must have 1 dimensions"):
+        sg.function([v], v * 2.0)(np.float64(0.5))
 
 
 def test_duplicate_subgraphs_are_merged():

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ExecutionError, StableGradError
 from ..graph.basic import Apply, Constant, Op, Variable, toposort
+from ..graph.types import is_inexact
 from ..ops.creation import Alloc
 from ..ops.elementwise import Add, Divide, Maximum, Minimum, Multiply, Negative, Subtract
 from ..ops.indexing import IndexUpdate
@@ -291,15 +292,33 @@ def _names(program: Program, slots: Sequence[int]) -> str:
 def _body_code(program: Program, lines: list[str], indent: str, kept: frozenset[int]) -> dict[str, object]:
     """Append a line per node (and the `del`s after last readers, but of no slot in `kept`)
     to `lines`; returns the namespace the lines need: the op functions and constants."""
-    namespace: dict[str, object] = {f"k{s}": data for s, data in program.constants}
-    for i, (fn, ins, out, single, frees, _) in enumerate(program.steps):
-        namespace[f"f{i}"] = fn
+    # (a 0-d constant as the NumPy scalar it holds: a ufunc on one takes NumPy's scalar path)
+    namespace: dict[str, object] = {f"k{s}": data[()] if data.ndim == 0 else data for s, data in program.constants}
+    for i, (fn, ins, out, single, frees, node) in enumerate(program.steps):
+        operands = [_name(program, s) for s in ins]
+        operator = _OPERATORS.get(fn) if is_inexact(node.outputs[0].dtype) else None
+        if operator is not None:
+            call = operator.format(*operands)
+        else:
+            namespace[f"f{i}"] = fn
+            call = f"f{i}({', '.join(operands)})"
         targets = _name(program, out) if single else _names(program, out)  # type: ignore[arg-type]
-        lines.append(f"{indent}{targets} = f{i}({', '.join(_name(program, s) for s in ins)})")
+        lines.append(f"{indent}{targets} = {call}")
         dead = [_name(program, s) for s in frees if s not in program.constant_slots and s not in kept]
         if dead:
             lines.append(f"{indent}del {', '.join(dead)}")
     return namespace
+
+
+#: the arithmetic ufuncs as Python's operators, which run them: on arrays the same call, on
+#: NumPy scalars (a scalar function's values) NumPy's scalar arithmetic, a tenth of the time
+_OPERATORS: dict[object, str] = {
+    np.add: "{} + {}",
+    np.subtract: "{} - {}",
+    np.multiply: "{} * {}",
+    np.true_divide: "{} / {}",
+    np.negative: "-{}",
+}
 
 
 def _compiled(lines: list[str], namespace: dict[str, object], name: str) -> Callable:

@@ -242,10 +242,18 @@ def _argument_check(i: int, var: Variable) -> Callable[[object], np.ndarray]:
     a call on small arrays costs a few microseconds, and the full check would be half of them."""
     t = var.type
     dtype, shape, static = t.dtype, t.shape, None not in t.shape
+    # a NumPy scalar of the dtype, for a 0-d input, is taken as it is: ufuncs on it take
+    # NumPy's scalar path (3.5× faster than on a 0-d array), and give the same values
+    scalar = dtype.type if shape == () else None
+    from_float = scalar if scalar is np.float64 else None  # (a Python float is a float64 exactly)
 
     def check(value) -> np.ndarray:
         if type(value) is np.ndarray:
             array = value
+        elif type(value) is scalar:
+            return value
+        elif type(value) is float and from_float is not None:
+            return from_float(value)
         elif isinstance(value, int | float | np.generic):  # (a number is an array, cheaply)
             array = np.asarray(value)
         else:
