@@ -655,6 +655,26 @@ def test_equal_products_cancel_exactly_despite_fused_multiply_add():
         assert np.all(difference == 0)
 
 
+def test_only_products_an_addition_could_contract_are_guarded():
+    """A product that only other products read (or that leaves the program) cannot meet an
+    addition inside a fused multiply-add: it skips the rounding guard, and the products of
+    it that a subtraction reads keep theirs, so equal ones still cancel exactly."""
+    from stablegrad.backends.jax_backend.lowerings import lower_ufunc, lower_ufunc_unguarded
+
+    a, b, c, d = (sg.vector(name) for name in "abcd")
+    inner_b, inner_c = a * b, a * c  # read by products only
+    out = [inner_b * d - inner_c * d, inner_b / d - inner_c / d, inner_b]
+    f = sg.function([a, b, c, d], out, backend="jax")
+    lowering = {node.outputs[0].id: fn for node, fn in f._program.plan.steps}
+    products = [n for n in f.nodes if n.op.name in ("multiply", "divide")]
+    inner = [n for n in products if n.inputs[0] is a]
+    assert len(inner) == 2 and all(lowering[n.outputs[0].id] is lower_ufunc_unguarded for n in inner)
+    assert all(lowering[n.outputs[0].id] is lower_ufunc for n in products if n not in inner)
+    x, y, z = normal(1000), positive(1000), normal(1000)
+    for difference in f(x, y, y, z)[:2]:
+        assert np.all(difference == 0)
+
+
 def test_logsumexp_of_x_and_of_minus_x_on_equal_rows_has_an_exactly_zero_gradient():
     """softmax(x) - softmax(-x) = 1/n - 1/n on a row of equal entries, as on NumPy."""
     x, w = sg.matrix("x"), sg.vector("w")
@@ -713,6 +733,29 @@ def test_logsumexp_and_its_gradient_lowered_whole_match_numpy_on_either_branch(x
     for got, want in zip(ours(x, weights), expected):
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-300)
+
+
+@pytest.mark.parametrize(
+    ("result", "reruns"),
+    [(0.999, True), (-0.999, True), (0.5, True), (1.01, False), (-1.01, False), (-1.9, False), (3.0, False)],
+)
+def test_a_unique_max_reruns_exactly_where_its_logsumexp_is_under_one_in_magnitude(result, reruns):
+    """The doubt bounds m + log(s) by m + (s-1)/s and m + (s-1): every row whose result is
+    under 1 in magnitude (with its tail at 1e-3 of the max's weight) reruns, and rows past
+    it by 1 % do not."""
+    v = sg.matrix("x")
+    lse = sg.logsumexp(v, axis=1)
+    outputs = [lse, *sg.grad(sg.sum(lse), [v])]
+    f = sg.function([v], outputs, backend="jax")
+    tail = np.log(1e-3 / 99)  # 99 entries that add 1e-3 to the max's exp(0)
+    x = np.full((200, 100), tail)
+    x[:, 0] = 0.0
+    x += result - np.log1p(1e-3)  # each row's logsumexp is `result`
+    got = f(x)
+    assert (f._program._exact is not None) == reruns
+    np.testing.assert_allclose(got[0], result, rtol=2e-16 * 4)
+    for g, e in zip(got, sg.function([v], outputs)(x)):
+        np.testing.assert_allclose(g, e, rtol=1e-14)
 
 
 @pytest.mark.parametrize("rare", ["tiny tails", "+inf entry"])

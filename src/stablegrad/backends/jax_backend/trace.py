@@ -40,19 +40,28 @@ _FOLDABLE = (base.Elementwise, reduction.Reduction, shape.Reshape, shape.ExpandD
 class Plan:
     """A node list to trace: inputs, outputs, and for each node its lowering.
 
-    `final`: the outputs leave XLA (the plan of a whole program, not of a loop step or
-    a composite's body, whose outputs other XLA code reads).  A product or quotient
-    that only such an output reads then skips its rounding guard (`lowerings.rounded`):
-    no addition of the program can take it into a fused multiply-add.
+    A product or quotient skips its rounding guard (`lowerings.rounded`) where no addition
+    can take it into a fused multiply-add: where only other products and quotients read
+    it, and, with `final`, the outputs (the plan of a whole program, whose outputs leave
+    XLA, not of a loop step or a composite's body, whose outputs other XLA code reads).
     """
 
     def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable], final: bool = False):
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.nodes = toposort(self.outputs, stop=self.inputs)
-        read = {v.id for node in self.nodes for v in node.inputs} if final else set()
+        # the variables an addition could contract: read by any node but a plain product or
+        # quotient, or by code outside the plan
+        exposed = {v.id for node in self.nodes if not _plain_product(node) for v in node.inputs}
+        if not final:
+            exposed.update(v.id for v in self.outputs)
         self.steps = [
-            (node, lower_ufunc_unguarded if final and _unguarded(node, read) else lowering_for(node.op))
+            (
+                node,
+                lower_ufunc_unguarded
+                if _plain_product(node) and node.outputs[0].id not in exposed
+                else lowering_for(node.op),
+            )
             for node in self.nodes
         ]
         for node in self.nodes:
@@ -60,9 +69,9 @@ class Plan:
                 inner_plan(node.op)  # plans the step graph now, so a missing lowering fails at compile time
 
 
-def _unguarded(node: Apply, read: set[int]) -> bool:
-    """Whether a product or quotient is read by no node (only by the program's caller)."""
-    return isinstance(node.op, ROUNDED) and lowering_for(node.op) is lower_ufunc and node.outputs[0].id not in read
+def _plain_product(node: Apply) -> bool:
+    """Whether the node is a product or quotient lowered as the ufunc (with its rounding guard)."""
+    return isinstance(node.op, ROUNDED) and lowering_for(node.op) is lower_ufunc
 
 
 def lowering_of(op_class: type) -> Callable | None:

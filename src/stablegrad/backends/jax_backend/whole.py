@@ -27,6 +27,10 @@ from ...ops.stable.softmax import LogSoftmax, Softmax, SoftmaxCrossEntropy
 from .flags import settle
 from .lowerings import rounded
 
+#: the magnitude of a logsumexp below which a lost tail could show (see `lower_logsumexp`),
+#: with a margin for the roundings of the bounds it is tested on
+_NEAR_ONE = 1 + 2.0**-10
+
 #: below this many entries the exact tail's extra sum costs less than the risk of running a call twice
 EXACT_BELOW = 1 << 14
 
@@ -152,9 +156,9 @@ def lower_logsumexp(op: LogSumExp, x):
     at most eps/2, and a result r = m + log(s) with |r| >= 1 has half an ulp of at least
     eps/2.  (The sum's other roundings are those of a total of 2 or more, which never
     reruns: measured, the cheap result is within 2 ulps of the exact one on such rows.)
-    So the doubt is on the cheap result itself, not on m: a Gaussian mixture's
-    log-densities (r around -2) and short rows with a clear max stay on the cheap
-    program, as `jax.nn` does; `[0, -40, ...]` (r = 0 for 4e-18) still reruns.
+    So the doubt is on the result (bounded from m and s), not on m alone: a Gaussian
+    mixture's log-densities (r around -2) and short rows with a clear max stay on the
+    cheap program, as `jax.nn` does; `[0, -40, ...]` (r = 0 for 4e-18) still reruns.
     (-inf, +inf and NaN rows have |r| = inf or NaN: no doubt, and their cheap result is exact.)
     """
     axes = op.axes
@@ -167,7 +171,13 @@ def lower_logsumexp(op: LogSumExp, x):
         out = exact()
     else:
         cheap = m + jnp.log(s)
-        out = settle(cheap, jnp.any((s < 2) & (jnp.abs(cheap) < 1)), exact)
+        # |m + log(s)| < 1, from m and s alone: log(s) lies in [y/s, y] for y = s - 1, so
+        # the row's result does too, shifted by m (and the margin covers their roundings).
+        # A test on the result itself read the log in a fusion of its own: a 10000 x 10
+        # float32 logsumexp and gradient took 298 µs against 254 µs this way.
+        y = s - 1
+        doubt = (s < 2) & (m + y > -_NEAR_ONE) & (m + y / s < _NEAR_ONE)
+        out = settle(cheap, jnp.any(doubt), exact)
     return out if op.keepdims or not axes else jnp.squeeze(out, axes)
 
 
