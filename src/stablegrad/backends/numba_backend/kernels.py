@@ -459,15 +459,32 @@ def column_max(column, m, has_nan):
 
 
 @_compiled(vectorised=True)
-def column_terms(column, m, rest, ties):
-    """column becomes its terms: 1 at each row's max (counted in ties), exp(x - max) elsewhere."""
+def _column_exps(column, m):
+    """column becomes its terms: exactly 1 at each row's max (+inf ones too, whose x - max is
+    NaN), exp(x - max) elsewhere."""
     for b in range(column.shape[0]):
         v = column[b]
-        tie = v == m[b]
-        e = exp_nonpositive(v - m[b])
-        column[b] = 1.0 if tie else e
-        rest[b] += 0.0 if tie else e
+        column[b] = 1.0 if v == m[b] else exp_nonpositive(np.float64(v) - m[b])
+
+
+@_compiled(vectorised=True)
+def _column_sums(column, rest, ties):
+    """The terms added to their rows' sums, the ones that are 1 (the ties, and any entry
+    whose exp rounds to 1: the same total) apart from the rest, in float64."""
+    for b in range(column.shape[0]):
+        v = np.float64(column[b])
+        tie = v == 1.0
+        rest[b] += 0.0 if tie else v
         ties[b] += 1.0 if tie else 0.0
+
+
+@_compiled()
+def column_terms(column, m, rest, ties):
+    """column becomes its terms (`_column_exps`), added to rest and ties (`_column_sums`).
+    Two loops, as the row kernels': an exp-only loop fills the widest SIMD lanes, and one
+    that also adds to a float64 sum runs at that sum's width."""
+    _column_exps(column, m)
+    _column_sums(column, rest, ties)
 
 
 @_compiled()
@@ -484,12 +501,21 @@ def column_logsumexp(m, rest, ties, lse):
 
 
 @_compiled(vectorised=True)
-def column_softmax(column, total, m, scale):
+def softmax_factors(total, m, scale):
+    """scale becomes each row's factor from its terms to its scaled softmax: scale / total;
+    scale · 0 on a row with nothing above -inf (no mass anywhere), NaN on a NaN row.  One
+    division a row, then a product an entry (`column_softmax`), not a division an entry."""
+    for b in range(m.shape[0]):
+        factor = scale[b] / total[b]
+        factor = scale[b] * 0.0 if m[b] == -np.inf else factor
+        scale[b] = np.nan if m[b] != m[b] else factor
+
+
+@_compiled(vectorised=True)
+def column_softmax(column, factor):
+    """column (its terms) becomes the scaled softmax: times its row's `softmax_factors`."""
     for b in range(column.shape[0]):
-        v = column[b] / total[b]
-        v = 0.0 if m[b] == -np.inf else v  # nothing above -inf: no mass anywhere
-        v = np.nan if m[b] != m[b] else v
-        column[b] = scale[b] * v
+        column[b] = column[b] * factor[b]
 
 
 @_compiled()
@@ -530,8 +556,9 @@ def _short_block(x, scale, lse, out, softmax, b0):
         column_terms(block[j], m, rest, ties)
     column_logsumexp(m, rest, ties, lse[b0 : b0 + nb])  # (rest becomes the rows' totals)
     if softmax:
+        softmax_factors(rest, m, row_scale)
         for j in range(n):
-            column_softmax(block[j], rest, m, row_scale)
+            column_softmax(block[j], row_scale)
         for b in range(nb):
             for j in range(n):
                 out[b0 + b, j] = block[j, b]
@@ -574,9 +601,10 @@ def softmax_down(x, out):
         column_terms(out[i], m, rest, ties)
     for j in range(x.shape[1]):
         rest[j] += ties[j]  # (now each column's total)
-    scale = np.ones(x.shape[1])
+    factor = np.ones(x.shape[1])
+    softmax_factors(rest, m, factor)
     for i in range(x.shape[0]):
-        column_softmax(out[i], rest, m, scale)
+        column_softmax(out[i], factor)
 
 
 # -- the same over several threads (`sg.function(..., threads=n)`): rows or blocks of rows

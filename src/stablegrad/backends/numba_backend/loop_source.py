@@ -103,7 +103,7 @@ class _Source:
             "import numpy as np",
             "",
             "from stablegrad.backends.numba_backend.kernels import (",
-            "    add, column_logsumexp, column_max, column_softmax, column_terms, exp,",
+            "    add, column_logsumexp, column_max, column_softmax, column_terms, exp, softmax_factors,",
             ")",
             "",
             "",
@@ -233,7 +233,8 @@ class _Source:
         softmax = row_softmax(row)
         if softmax is not None:
             lines += ["for b in range(nb):", "    i0 = b0 + b", f"    row_scale[b] = {scale}"]
-            lines += [f"for i1 in range({n}):", "    column_softmax(block[i1, :nb], rest[:nb], m[:nb], row_scale[:nb])"]
+            lines += ["softmax_factors(rest[:nb], m[:nb], row_scale[:nb])"]
+            lines += [f"for i1 in range({n}):", "    column_softmax(block[i1, :nb], row_scale[:nb])"]
         return lines
 
     def scale_of(self, row: Apply) -> str:
