@@ -185,7 +185,11 @@ def signed_terms(v: Variable) -> list[Variable]:
 
 
 def terms_with_signs(v: Variable, limit: int) -> list[tuple[float, Variable]] | None:
-    """The addends of a tree of `+` and `-` with their signs (±1), or None past `limit` of them."""
+    """The addends of a tree of `+` and `-` with their signs (±1), or None past `limit` of them.
+
+    Each subtree still on the stack holds at least one addend, so the walk stops as soon as
+    those and the ones found pass the limit: a rule asking at every `+` of a long chain (a
+    gradient summed over an unrolled loop's steps) pays for `limit` nodes, not the chain."""
     found: list[tuple[float, Variable]] = []
     stack = [(1.0, v)]
     while stack:
@@ -193,12 +197,12 @@ def terms_with_signs(v: Variable, limit: int) -> list[tuple[float, Variable]] | 
         node = owner(u, Add, Subtract)
         if node is None:
             found.append((sign, u))
-            if len(found) > limit:
-                return None
-            continue
-        a, b = node.inputs
-        stack.append((-sign if isinstance(node.op, Subtract) else sign, b))
-        stack.append((sign, a))
+        else:
+            a, b = node.inputs
+            stack.append((-sign if isinstance(node.op, Subtract) else sign, b))
+            stack.append((sign, a))
+        if len(found) + len(stack) > limit:
+            return None
     return found
 
 

@@ -17,6 +17,7 @@ from ..graph.basic import Constant, Op, Variable, substitute, toposort
 from ..graph.types import is_floating
 from ..ops.base import Elementwise
 from ..ops.composite import OpFromGraph, SymbolicOp, inline
+from ..ops.elementwise import Multiply
 from ..ops.reduction import Sum
 from ..ops.shape import BroadcastTo, ExpandDims, ReduceTo, Reshape, ShapeDim, Squeeze
 from .engine import Kind, Phase, rewrite
@@ -111,20 +112,27 @@ def filled_operand(node):
 
     A gradient's seed is such a fill (the ones that `sum`'s pullback broadcasts), and a
     product over it stays a product by 1 (a `Monomial` takes it as one more factor).  As
-    the number it is, the product folds away, and a compiled loop reads no array of ones.
+    the number it is, a compiled loop reads no array of ones, and a product by 1 is its
+    other operand.
     """
-    shape = node.outputs[0].type.shape
-    if None in shape:
+    out = node.outputs[0].type
+    if None in out.shape:
         return None
     changed, operands = False, []
     for v in node.inputs:
         value = _filled(v)
         if value is not None and v.owner is not None:
             others = [u.type.shape for u in node.inputs if u is not v]
-            if all(None not in s for s in others) and np.broadcast_shapes((), *others) == shape:
+            if all(None not in s for s in others) and np.broadcast_shapes((), *others) == out.shape:
                 v, changed = Constant(value.reshape(())), True
         operands.append(v)
-    return node.op(*operands) if changed else None
+    if not changed:
+        return None
+    if isinstance(node.op, Multiply):
+        for one, other in (operands, operands[::-1]):
+            if isinstance(one, Constant) and one.data.size == 1 and one.data.item() == 1 and other.type == out:
+                return other
+    return node.op(*operands)
 
 
 def _filled(v: Variable) -> np.ndarray | None:
