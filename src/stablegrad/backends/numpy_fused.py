@@ -20,9 +20,12 @@ body's, bit for bit, on every row (tests compare both paths).
 The gradient rarely comes alone: the chain rule scales it by a factor per row, and a
 function that returns a loss beside its gradient computes the logsumexp too.  `row_pairs`
 makes those one node (`ScaledSoftmax`, `LogSumExpAndScaledSoftmax`), run here by the same
-blocks: one max, one exp and one sum per row give both results, and the factor multiplies
-each block while it is in cache.  Each value is still the one the separate nodes (the
-logsumexp, its gradient, the multiply) compute, bit for bit.
+blocks: one max, one exp and one sum per row give both results, and each block is scaled
+while it is in cache.  The logsumexp, and an unscaled gradient, are the separate nodes'
+values bit for bit; a scaled gradient on the row path is p · (factor / total), one division
+a row and one product an entry, where the separate nodes compute (p / total) · factor, a
+division and a product an entry: two roundings each way, so within 2 ulps of each other
+(a W1-style logsumexp and gradient: 1.5x hand-written NumPy with the division, 1.2x without).
 """
 
 from __future__ import annotations
@@ -194,8 +197,9 @@ def _scaled_softmax_rows(x, factors, keepdims):
     """(`_logsumexp` or None, factors · `_logsumexp_grad`) over the last axis of a C-ordered x, a
     block of rows at a time: the gradient written straight into the result and scaled there
     (`factors`: one per row, shape (rows, 1), or None for 1), the logsumexp (where `keepdims`
-    is not None) from the same exps and sums.  Each value is computed as the separate nodes
-    compute it (`_logsumexp_rows`, the gradient alone, then the multiply), bit for bit."""
+    is not None) from the same exps and sums.  The logsumexp and an unscaled gradient are
+    the separate nodes' (`_logsumexp_rows`, the gradient alone) bit for bit; a scaled one is
+    the terms times factor / total (see the module's docstring)."""
     rows, m, first, finite, blocks = _row_blocks(x)
     p = np.empty(rows.shape, dtype=x.dtype)
     at_max = np.empty((blocks[0][1] - blocks[0][0], rows.shape[1]), dtype=np.bool_)
@@ -215,9 +219,11 @@ def _scaled_softmax_rows(x, factors, keepdims):
             p.reshape(-1)[first[start:stop]] = 1
         else:
             block[block_at_max] = 1
-        np.true_divide(block, np.add(1 if ties is None else ties, block_rest, out=denominators[start:stop]), out=block)
+        total = np.add(1 if ties is None else ties, block_rest, out=denominators[start:stop])
         if factors is not None:
-            np.multiply(factors[start:stop], block, out=block)  # (the graph's g * p, in cache)
+            np.multiply(block, np.true_divide(factors[start:stop], total, out=total), out=block)
+        else:
+            np.true_divide(block, total, out=block)
     lse = None
     if excess_ties is not None:
         lse = np.add(m, np.log1p(np.add(rest, excess_ties, out=rest), out=rest), out=rest)
@@ -286,9 +292,10 @@ def _per_row(scale, x) -> bool:
 
 
 def _row_factors(scale, x):
-    """The `_per_row` scale as a column of one factor per row of x, or None where it is 1."""
-    if scale.size == 1 and scale.reshape(-1)[0] == 1:
-        return None  # (1 · v is v bit for bit, NaN and -0 included)
+    """The `_per_row` scale as a column of one factor per row of x, or None where it is all 1
+    (a gradient's seed: the terms / total then, bit for bit the nodes' 1 · v)."""
+    if np.all(scale == 1):  # (a pass over one number a row)
+        return None
     return np.broadcast_to(scale, x.shape[:-1] + (1,)).reshape(-1, 1)
 
 
