@@ -272,6 +272,11 @@ def test_a_fill_that_sets_the_results_shape_stays():
     f = sg.function([y], ones * y)
     assert f(np.arange(3.0)).shape == (5000, 3)
     np.testing.assert_array_equal(f(np.arange(3.0)), np.broadcast_to(np.arange(3.0), (5000, 3)))
+    # two fills that each alone could go: one of them must stay to give the shape
+    x = sg.scalar("x")
+    g = sg.function([x], sg.where(x > 0, sg.broadcast_to(1.0, (5000,)), sg.broadcast_to(2.0, (5000,))))
+    np.testing.assert_array_equal(g(0.5), np.ones(5000))
+    np.testing.assert_array_equal(g(-0.5), np.full(5000, 2.0))
 
 
 def test_reading_the_terms_of_a_long_sum_stops_at_the_limit(monkeypatch):

@@ -118,14 +118,13 @@ def filled_operand(node):
     out = node.outputs[0].type
     if None in out.shape:
         return None
-    changed, operands = False, []
-    for v in node.inputs:
+    changed, operands = False, list(node.inputs)
+    for i, v in enumerate(operands):
         value = _filled(v)
         if value is not None and v.owner is not None:
-            others = [u.type.shape for u in node.inputs if u is not v]
+            others = [u.type.shape for j, u in enumerate(operands) if j != i]  # (as replaced so far)
             if all(None not in s for s in others) and np.broadcast_shapes((), *others) == out.shape:
-                v, changed = Constant(value.reshape(())), True
-        operands.append(v)
+                operands[i], changed = Constant(value.reshape(())), True
     if not changed:
         return None
     if isinstance(node.op, Multiply):

@@ -175,7 +175,7 @@ def _monomial_form(tree) -> str:
     written = evaluate(tree, x, _TEXT)
     significand = evaluate(tree, [f"math.frexp({a})[0]" for a in x], _TEXT)
     exponent = evaluate(tree, [f"math.frexp({a})[1]" for a in x], _EXPONENT_TEXT)
-    return f"({written} if not {_unexplained(written, x)} else math.ldexp({significand}, {exponent}))"
+    return f"({written} if {_as_written(written, x)} else math.ldexp({significand}, {exponent}))"
 
 
 def monomial_written(tree) -> str:
@@ -188,14 +188,16 @@ def monomial_unexplained(tree) -> str:
     dtype's range, filled in by `scalar_expression`) and the factors do not explain it (0
     with no factor 0, inf with no factor inf, NaN with no factor NaN).  In bitwise operators,
     so that a loop testing it at every entry stays free of branches and vectorises."""
-    return _unexplained("{r}", _operands(tree))
+    return f"(not {_as_written('{r}', _operands(tree))})"
 
 
 def _operands(tree) -> list[str]:
     return [f"{{{i}}}" for i in range(max(_leaves(tree)) + 1)]
 
 
-def _unexplained(written: str, x: list[str]) -> str:
+def _as_written(written: str, x: list[str]) -> str:
+    """Whether the written result stands: a normal number, or one its factors explain."""
+
     def any_of(test: str) -> str:
         return "(" + " | ".join("(" + test.format(a) + ")" for a in x) + ")"
 
@@ -204,7 +206,7 @@ def _unexplained(written: str, x: list[str]) -> str:
         f" | (({written} != {written}) & {any_of('{0} != {0}')})"
     )
     in_range = f"(({{tiny}} <= abs({written})) & (abs({written}) <= {{huge}}))"
-    return f"(not ({in_range} | {explained}))"
+    return f"({in_range} | {explained})"
 
 
 def _leaves(tree) -> list[int]:
