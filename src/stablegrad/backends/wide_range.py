@@ -93,11 +93,22 @@ def wide(x) -> Wide:
     return m, e.astype(np.float64)
 
 
+def _has_exponent(m: np.ndarray) -> np.ndarray:
+    """Where a significand carries an exponent: not 0, ±inf or NaN (stored with exponent 0)."""
+    return np.isfinite(m) & (m != 0)
+
+
 def _normalized(m: np.ndarray, e: np.ndarray) -> Wide:
     s, shift = np.frexp(m)
     e = e + shift
     s = np.where(e > _FAR, np.copysign(np.inf, s), np.where(e < -_FAR, np.copysign(0.0, s), s))
-    return s, np.where(np.isfinite(s) & (s != 0), e, 0)
+    return s, np.where(_has_exponent(s), e, 0)
+
+
+def _times_power_of_two(a: Wide, k: int) -> Wide:
+    """a·2^k, exactly: the exponent moves (0, ±inf and NaN stay as they are)."""
+    m, e = a
+    return m, np.where(_has_exponent(m), e + k, e)
 
 
 def narrow(w: Wide, dtype=np.float64) -> np.ndarray:
@@ -131,9 +142,7 @@ def negative(a: Wide) -> Wide:
 def add(a: Wide, b: Wide) -> Wide:
     (m1, e1), (m2, e2) = a, b
     # the larger exponent sets the scale; a 0, inf or NaN has none (its exponent is 0 as stored)
-    scale = np.maximum(
-        np.where(np.isfinite(m1) & (m1 != 0), e1, -np.inf), np.where(np.isfinite(m2) & (m2 != 0), e2, -np.inf)
-    )
+    scale = np.maximum(np.where(_has_exponent(m1), e1, -np.inf), np.where(_has_exponent(m2), e2, -np.inf))
     scale = np.where(scale == -np.inf, 0, scale)
     first, second = (np.ldexp(m, np.clip(e - scale, -_GONE, 0).astype(np.int32)) for m, e in (a, b))
     return _normalized(first + second, scale)
@@ -186,8 +195,7 @@ def expm1(a: Wide) -> Wide:
 
 
 def _exp_of_magnitude_over_two(a: Wide) -> Wide:
-    m, e = exp((np.abs(a[0]), a[1]))
-    return m, np.where(np.isfinite(m) & (m != 0), e - 1, e)
+    return _times_power_of_two(exp((np.abs(a[0]), a[1])), -1)
 
 
 def _odd(f: Callable[[np.ndarray], np.ndarray]) -> Callable[[Wide], Wide]:
@@ -206,8 +214,7 @@ def sinh(a: Wide) -> Wide:
 
 
 def sech(a: Wide) -> Wide:
-    m, e = exp((-np.abs(a[0]), a[1]))
-    far = m, np.where(np.isfinite(m) & (m != 0), e + 1, e)  # 2·e^(-|x|)
+    far = _times_power_of_two(exp((-np.abs(a[0]), a[1])), 1)  # 2·e^(-|x|)
     x = narrow(a)
     return _select(np.abs(x) < 700, wide(Sech().perform(x)), far)
 
@@ -222,8 +229,7 @@ def cosh(a: Wide) -> Wide:
 
 
 def sech_squared(a: Wide) -> Wide:
-    m, e = exp((-2 * np.abs(a[0]), a[1]))  # 4·e^(-2|x|): the 1 + e^(-2|x|) below it is 1
-    far = m, np.where(np.isfinite(m) & (m != 0), e + 2, e)
+    far = _times_power_of_two(exp((-2 * np.abs(a[0]), a[1])), 2)  # 4·e^(-2|x|): the 1 + e^(-2|x|) below it is 1
     x = narrow(a)
     return _select(np.abs(x) < 300, wide(SechSquared().perform(x)), far)
 

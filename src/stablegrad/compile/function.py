@@ -237,7 +237,7 @@ def _check_signature(inputs: list[Variable], outputs: list[Variable]) -> None:
             )
 
 
-def _argument_check(i: int, var: Variable) -> Callable[[object], np.ndarray]:
+def _argument_check(i: int, var: Variable) -> Callable[[object], np.ndarray | np.generic]:
     """The check of argument i, with the common case (an array of the right dtype and shape) first:
     a call on small arrays costs a few microseconds, and the full check would be half of them."""
     t = var.type
@@ -245,15 +245,14 @@ def _argument_check(i: int, var: Variable) -> Callable[[object], np.ndarray]:
     # a NumPy scalar of the dtype, for a 0-d input, is taken as it is: ufuncs on it take
     # NumPy's scalar path (3.5× faster than on a 0-d array), and give the same values
     scalar = dtype.type if shape == () else None
-    from_float = scalar if scalar is np.float64 else None  # (a Python float is a float64 exactly)
 
-    def check(value) -> np.ndarray:
+    def check(value) -> np.ndarray | np.generic:
         if type(value) is np.ndarray:
             array = value
         elif type(value) is scalar:
             return value
-        elif type(value) is float and from_float is not None:
-            return from_float(value)
+        elif type(value) is float and scalar is np.float64:  # (a Python float is a float64 exactly)
+            return np.float64(value)
         elif isinstance(value, int | float | np.generic):  # (a number is an array, cheaply)
             array = np.asarray(value)
         else:
