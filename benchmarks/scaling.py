@@ -2,10 +2,13 @@
 
     python benchmarks/scaling.py                 # T = 250 … 4000, fitted exponents
     python benchmarks/scaling.py --steps 500,1000,2000,4000,8000
+    python benchmarks/scaling.py --in-order      # the steps in order: rolled into one loop
 
 Each step indexes one row of the (T, K) emission matrix and takes a logsumexp over the
 states (about ten nodes a step, value and gradient), so T steps are a graph of ~10·T nodes
-plus its gradient.  Time is wall-clock seconds of one fresh build each; memory is the peak
+plus its gradient.  The rows are read in a shuffled order, so that the steps are not one
+loop's (`rewrite/reroll.py` rolls a loop written out in order into a `scan`, whose graph
+does not grow with T): what is measured is the pipeline on a graph of that size.  Time is wall-clock seconds of one fresh build each; memory is the peak
 Python allocation (tracemalloc) of `grad` and of compiling, on top of what was held before.
 The exponent is the slope of log(cost) against log(T), fitted over the sizes run: 1 is
 linear.
@@ -25,19 +28,20 @@ import stablegrad as sg
 K = 8
 
 
-def unrolled_hmm(steps: int):
+def unrolled_hmm(steps: int, in_order: bool = False):
     log_a, log_b, log_pi = sg.matrix("log_A"), sg.matrix("log_B"), sg.vector("log_pi")
-    alpha = log_pi + log_b[0]
-    for t in range(1, steps):
-        alpha = sg.logsumexp(alpha[:, None] + log_a, axis=0) + log_b[t]
+    rows = np.arange(steps) if in_order else np.random.default_rng(0).permutation(steps)
+    alpha = log_pi + log_b[int(rows[0])]
+    for t in rows[1:]:
+        alpha = sg.logsumexp(alpha[:, None] + log_a, axis=0) + log_b[int(t)]
     return [log_a, log_b, log_pi], sg.logsumexp(alpha)
 
 
-def measure(steps: int) -> dict[str, float]:
+def measure(steps: int, in_order: bool = False) -> dict[str, float]:
     """Times from one run, memory from another (tracemalloc slows Python down twofold and more)."""
     gc.collect()
     started = time.perf_counter()
-    inputs, cost = unrolled_hmm(steps)
+    inputs, cost = unrolled_hmm(steps, in_order)
     built = time.perf_counter()
     grads = sg.grad(cost, inputs[:2])
     differentiated = time.perf_counter()
@@ -49,7 +53,7 @@ def measure(steps: int) -> dict[str, float]:
     assert all(np.isfinite(v).all() for v in f(*args))
     del f, grads
     gc.collect()
-    inputs, cost = unrolled_hmm(steps)
+    inputs, cost = unrolled_hmm(steps, in_order)
     tracemalloc.start()
     grads = sg.grad(cost, inputs[:2])
     grad_peak = tracemalloc.get_traced_memory()[1]
@@ -74,10 +78,12 @@ def slope(xs, ys) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="250,500,1000,2000,4000", help="comma-separated T values")
-    steps = [int(s) for s in parser.parse_args().steps.split(",")]
+    parser.add_argument("--in-order", action="store_true", help="read the rows in order (the steps roll up)")
+    args = parser.parse_args()
+    steps = [int(s) for s in args.steps.split(",")]
     rows = []
     for t in steps:
-        rows.append(measure(t))
+        rows.append(measure(t, args.in_order))
         print(
             f"T={t:6d}  "
             + "  ".join(f"{k} {v:7.3f}" if k.endswith(" s") else f"{k} {v:6.0f}" for k, v in rows[-1].items())

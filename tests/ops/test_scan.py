@@ -408,6 +408,20 @@ def test_scan_error_length_disagrees_with_xs():
     assert_names_line(info.value, line)
 
 
+def test_scan_error_length_disagrees_with_xs_at_run_time():
+    xs = sg.vector("xs")  # its extent is known only when the loop runs
+    line = lineno() + 2
+
+    def step(c, x):
+        return c + x, None
+
+    f = sg.function([xs], sg.scan(step, sg.constant(0.0), xs, length=4)[0], backend=BACKEND)
+    assert f(np.ones(4)) == 4.0
+    with pytest.raises(ExecutionError, match="length=4 disagrees with the length 3 of xs") as info:
+        f(np.ones(3))
+    assert_names_line(info.value, line)
+
+
 @pytest.mark.parametrize("result", ["one", "triple", "list"])
 def test_scan_error_step_not_returning_a_pair(result):
     xs = sg.vector("xs")

@@ -134,14 +134,29 @@ def primitive_of(change: Change) -> str | None:
 
 
 def advice_at(location, changes: Sequence[Change], near: str = "") -> Change | None:
-    """The recognition rewrite at `location` (the last of a chain; one mentioning `near` first)."""
+    """The recognition rewrite at `location` (one mentioning `near` first, else the last), as a
+    change from the formula the user wrote (where its chain began) to where the chain ended."""
     if location is None:
         return None
     here = [c for c in changes if c.kind is Kind.RECOGNITION and c.location == location]
     if not here:
         return None
-    mentioning = [c for c in here if near and near in c.before]
-    return (mentioning or here)[-1]
+    made_by = {r.id: c for c in here for r in c.replacements}
+
+    def first(change: Change) -> Change:
+        """The change that began the chain `change` ends (what it replaced was no change's result)."""
+        seen = {id(change)}
+        while change.replaced.id in made_by and id(made_by[change.replaced.id]) not in seen:
+            change = made_by[change.replaced.id]
+            seen.add(id(change))
+        return change
+
+    mentioning = [c for c in here if near and near in first(c).before]
+    last = (mentioning or here)[-1]
+    begun = first(last)
+    if begun is last:
+        return last
+    return Change(last.rule, last.kind, last.location, begun.replaced, last.replacements, last.note)
 
 
 # -- the checking executor ---------------------------------------------------------------------------------

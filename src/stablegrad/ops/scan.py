@@ -153,7 +153,8 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
 
     `init`, `xs` and the `y`s may be tensors or tuples of tensors (`y` may be None);
     variables from outside used inside `fn` become inputs of the loop and get
-    gradients.  With `xs=None`, `length` steps run and `fn` receives `x=None`.
+    gradients.  With `xs=None`, `length` steps run and `fn` receives `x=None`; given with
+    `xs`, it must agree with their length (checked when the loop runs, where that is unknown before).
     `reverse=True` runs from the last step to the first (ys keep their positions).
 
     >>> import numpy as np, stablegrad as sg
@@ -197,7 +198,7 @@ def scan(fn: Callable, init, xs=None, length: int | None = None, reverse: bool =
     inner_outputs = new_carries + ys
     consts, const_placeholders, inner_outputs = _lift_free_variables(carries + slices, inner_outputs)
     inner = InnerGraph(carries, slices, const_placeholders, inner_outputs)
-    op = Scan(inner, steps if not xs_vars else None, reverse, location)
+    op = Scan(inner, steps if not xs_vars or length is not None else None, reverse, location)
     node = Apply(op, [*init_vars, *xs_vars, *consts], op.infer(*init_vars, *xs_vars, *consts), location)
     outs = node.outputs
     final = list(outs[: len(carries)])

@@ -38,6 +38,7 @@ from . import (
     trigonometric,
 )
 from .engine import ChangeLog, Kind, Phase, Rebuilder, Rewrite, active_log, rewrite
+from .reroll import reroll
 
 #: rounds of `specialize.lift_shape_only` (each a linear pass; a deeper chain of broadcasts read
 #: only for their shape keeps the rest)
@@ -45,7 +46,9 @@ SHAPE_LIFTS = 4
 
 
 # -- ops with a body ----------------------------------------------------------------------------------
-@rewrite(Phase.STABILIZE, Kind.RECOGNITION, OpFromGraph)
+# (ALGEBRA: the recognitions in a body are logged one by one, with their own lines; the op rebuilt
+# around them is no advice of its own to the user)
+@rewrite(Phase.STABILIZE, Kind.ALGEBRA, OpFromGraph)
 def composite_body_recognised(node):
     """A user composite whose body has naive formulas → the same composite with a recognised body."""
     op = node.op
@@ -56,7 +59,7 @@ def composite_body_recognised(node):
     return [outputs] if isinstance(outputs, Variable) else list(outputs)
 
 
-@rewrite(Phase.STABILIZE, Kind.RECOGNITION, Scan)
+@rewrite(Phase.STABILIZE, Kind.ALGEBRA, Scan)
 def scan_body_recognised(node):
     """A loop whose step has naive formulas → the same loop with a recognised step (so its gradient is stable)."""
     op = node.op
@@ -134,6 +137,8 @@ def run_phases(
     stand_ins = {v.id: Variable(v.type, name=v.name) for v in keep if v.owner is not None}
     leaves = [v for v in keep if v.owner is None]
     result = list(outputs)
+    if Phase.STABILIZE in wanted:  # before it: a rolled-up loop's step is recognised as a loop body
+        result = reroll(result, keep, log)
     for phase, rules in PIPELINE:
         if phase is Phase.CANONICALIZE and Phase.STABILIZE in wanted:
             continue  # stabilize applies the normal forms as well, in the same pass

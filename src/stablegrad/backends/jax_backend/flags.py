@@ -3,8 +3,8 @@
 Lowerings call two functions while `Program` traces them:
 
 - `settle(cheap, doubt, exact)`, for a value with a cheap form that is almost always
-  exact.  In the program's cheap version the traced boolean `doubt` is recorded and
-  `cheap` kept; a call where a doubt comes true reruns with the exact version,
+  exact.  In the program's cheap version the traced boolean array `doubt` is recorded
+  and `cheap` kept; a call where any entry of a doubt is true reruns with the exact version,
   compiled on that first need.  So the common call pays neither for the exact form
   nor for a branch (`lax.cond` costs ~0.1 s of XLA compilation and keeps XLA from
   fusing across it).  In the exact version, and in a loop's step, it is `exact()`.
@@ -19,6 +19,8 @@ steps, and `restack` reports them again, once, for the whole loop.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -46,8 +48,18 @@ class Flags:
         self.checks: list[Check] = []
 
     def doubt(self):
-        """One traced boolean: whether any doubt came true (None if none was raised)."""
-        return jnp.any(jnp.stack(self.doubts)) if self.doubts else None
+        """One traced boolean: whether any doubt came true (None if none was raised).
+
+        Doubts of one shape are or-ed entry by entry before one reduction: XLA reduces a
+        boolean array in a tree of kernels of its own, and a logsumexp's two doubts (a
+        +inf max, a result near 0), both one per row, then cost one tree, not two."""
+        if not self.doubts:
+            return None
+        by_shape: dict[tuple[int, ...], Any] = {}
+        for doubt in self.doubts:
+            shape = jnp.shape(doubt)
+            by_shape[shape] = by_shape[shape] | doubt if shape in by_shape else doubt
+        return functools.reduce(operator.or_, (jnp.any(d) for d in by_shape.values()))
 
     def checked(self) -> list[tuple[Any, Any]]:
         """(failed, detail) of each check: what the traced function returns for them."""

@@ -246,7 +246,7 @@ def lower_monomial(op, *xs):
         significand, exponent = evaluate(op.tree, pairs, SCALED)
         return jnp.where(off, jnp.ldexp(significand, exponent), written)
 
-    return rounded(settle(written, jnp.any(off), exact))
+    return rounded(settle(written, off, exact))
 
 
 def lower_cast(op, x):
