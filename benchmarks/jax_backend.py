@@ -218,6 +218,32 @@ def hmm_case(k: int = 8, t: int = 1000) -> tuple[Callable, Callable, tuple]:
     return build, hand, (log_a, log_b, log_pi)
 
 
+def unrolled_hmm_case(k: int = 8, t: int = 100) -> tuple[Callable, Callable, tuple]:
+    """The HMM written as a Python loop on both sides: jax.jit traces and compiles t steps,
+    stablegrad rolls them back into one loop (`rewrite/reroll.py`)."""
+    _, _, args = hmm_case(k, t)
+
+    def build():
+        a, b, p = sg.matrix("log_a"), sg.matrix("log_b"), sg.vector("log_pi")
+        alpha = p + b[0]
+        for i in range(1, t):
+            alpha = sg.logsumexp(alpha[:, None] + a, axis=0) + b[i]
+        ll = sg.logsumexp(alpha)
+        return sg.function([a, b, p], [ll, *sg.grad(ll, [a, b])], backend="jax")
+
+    def log_likelihood(a, b, p):
+        alpha = p + b[0]
+        for i in range(1, t):
+            alpha = jax.nn.logsumexp(alpha[:, None] + a, axis=0) + b[i]
+        return jax.nn.logsumexp(alpha)
+
+    def hand(a, b, p):
+        ll, grads = jax.value_and_grad(log_likelihood, argnums=(0, 1))(a, b, p)
+        return ll, *grads
+
+    return build, hand, args
+
+
 def _logsumexp_cases() -> dict[str, Callable]:
     cases = {}
     for shape in [(1000, 1000), (100, 100000)]:
@@ -234,6 +260,7 @@ CASES: dict[str, Callable[[], tuple[Callable, Callable, tuple]]] = {
     **_logsumexp_cases(),
     "softmax xent (20000x256)@(256x100) f32": cross_entropy_case,
     "HMM forward+grad K=8 T=1000 (scan) f64": hmm_case,
+    "HMM forward+grad K=8 T=100 (unrolled) f64": unrolled_hmm_case,
 }
 
 
