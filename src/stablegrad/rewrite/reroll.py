@@ -31,6 +31,7 @@ into a copy of x.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -232,11 +233,12 @@ def _rolled(
     for v in outputs:
         note(v)
     key = (nodes[start].outputs[0].id, nodes[end - 1].outputs[0].id, p, n, frozenset(read))
-    replacements = _ROLLED.get(key)
-    if replacements is None:
-        replacements = _ROLLED[key] = _loop(graph, loop, read, carries, sequences)
-        while len(_ROLLED) > KEEP_ROLLED:
-            del _ROLLED[next(iter(_ROLLED))]
+    with _ROLLED_LOCK:  # (two threads compiling the same cost get the same loop)
+        replacements = _ROLLED.get(key)
+        if replacements is None:
+            replacements = _ROLLED[key] = _loop(graph, loop, read, carries, sequences)
+            while len(_ROLLED) > KEEP_ROLLED:
+                del _ROLLED[next(iter(_ROLLED))]
     if log is not None:
         vid, (k, j, o) = next(iter(read.items()))
         node = nodes[start + k * p + j]
@@ -292,6 +294,7 @@ def _entries(v: Variable) -> int:
 #: same `scan` node, which the gradient's graph reads, and the loop runs once for both.  (Variable
 #: ids are never reused, so an entry cannot be mistaken for a later graph's.)
 _ROLLED: dict[tuple, dict[int, Variable]] = {}
+_ROLLED_LOCK = threading.Lock()
 KEEP_ROLLED = 64
 
 
