@@ -101,9 +101,8 @@ class _Graph:
 
     def __init__(self, order: list[Apply]):
         self.nodes: list[Apply] = []
-        self.position: dict[int, int] = {}  # id() of a node in `nodes` -> its place there
+        self.place: dict[int, int] = {}  # id of a value the steps could compute -> its node's place
         self.alias: dict[int, Variable] = {}  # id of a duplicate's output -> the first node's
-        self.invariant: set[int] = set()  # ids of the loop-invariant values
         seen: dict[tuple, Apply] = {}
         for node in order:
             inputs = tuple(self.operand_key(v) for v in node.inputs)
@@ -112,11 +111,12 @@ class _Graph:
             except TypeError:  # an op that cannot be hashed: never merged (nor part of a loop)
                 first = node
             if first is not node:
-                self.alias.update((o.id, f) for o, f in zip(node.outputs, first.outputs))
-            elif _step_index(node) is None and all(self.at(v) is None for v in node.inputs):
-                self.invariant.update(o.id for o in node.outputs)
-            else:
-                self.position[id(node)] = len(self.nodes)
+                for o, f in zip(node.outputs, first.outputs):
+                    self.alias[o.id] = f
+                    if f.id in self.place:
+                        self.place[o.id] = self.place[f.id]
+            elif _step_index(node) is not None or any(v.id in self.place for v in node.inputs):
+                self.place.update((o.id, len(self.nodes)) for o in node.outputs)
                 self.nodes.append(node)
 
     def canonical(self, v: Variable) -> Variable:
@@ -126,12 +126,11 @@ class _Graph:
         """A constant by value (`h * 0.5` makes a new one at every step), anything else by identity."""
         if isinstance(v, Constant) and v.data.size <= SMALL_CONSTANT:
             return ("constant", v.data.dtype.str, v.data.shape, v.data.tobytes())
-        return self.canonical(v).id
+        return self.alias.get(v.id, v).id
 
     def at(self, v: Variable) -> int | None:
         """The place of v's node; None for a leaf or a loop-invariant value (a loop reads it as it is)."""
-        v = self.canonical(v)
-        return None if v.owner is None or v.id in self.invariant else self.position[id(v.owner)]
+        return self.place.get(v.id)
 
 
 def _step_index(node: Apply) -> int | None:
