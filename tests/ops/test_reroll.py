@@ -187,7 +187,8 @@ BINARY = (sg.add, sg.subtract, lambda a, b: a * sg.tanh(b))
 @st.composite
 def steps(draw):
     """A random step: ops reading this step's earlier values, any value of the step before,
-    x[t], x[t + 1], an invariant w and constants; and which values the cost reads."""
+    x[t], x[t + 1] (or x[:, t], x[:, t + 1]), an invariant w and constants; and which values
+    the cost reads."""
     size = draw(st.integers(1, 5))
     ops = []
     for j in range(size):
@@ -202,18 +203,21 @@ def steps(draw):
             ops.append((draw(st.sampled_from(BINARY)), [draw(operands), draw(operands)]))
     count = draw(st.integers(MIN_STEPS - 1, 10))
     reads = draw(st.lists(st.tuples(st.integers(0, count - 1), st.integers(0, size - 1)), max_size=3))
-    return ops, count, reads
+    return ops, count, reads, draw(st.booleans())
 
 
-def unrolled(ops, count, reads, x, w):
+def unrolled(ops, count, reads, x, w, columns=False):
+    def row(t):
+        return x[:, t] if columns else x[t]
+
     def operand(kind, j, t):
         if kind in ("before", "now"):
             return (before if kind == "before" else now)[j]
         if kind.startswith("x["):
-            return x[t + 1] if kind == "x[t+1]" else x[t]
+            return row(t + 1) if kind == "x[t+1]" else row(t)
         return w if kind == "w" else sg.constant(0.75)
 
-    before = [x[0] * (0.25 * (j + 1)) for j in range(len(ops))]
+    before = [row(0) * (0.25 * (j + 1)) for j in range(len(ops))]
     history = []
     for t in range(count):
         now: list = []
@@ -228,10 +232,11 @@ def unrolled(ops, count, reads, x, w):
 @given(steps(), seeds)
 @settings(max_examples=40, deadline=None)
 def test_any_unrolled_step_keeps_its_values_and_gradients(step, seed):
-    ops, count, reads = step
-    x, w = sg.tensor("x", (count + 1, 3)), sg.tensor("w", (3,))
-    cost = unrolled(ops, count, reads, x, w)
-    values = [np.random.default_rng(seed).uniform(-1, 1, (count + 1, 3)), np.array([0.3, -0.6, 0.9])]
+    ops, count, reads, columns = step
+    shape = (3, count + 1) if columns else (count + 1, 3)
+    x, w = sg.tensor("x", shape), sg.tensor("w", (3,))
+    cost = unrolled(ops, count, reads, x, w, columns)
+    values = [np.random.default_rng(seed).uniform(-1, 1, shape), np.array([0.3, -0.6, 0.9])]
     assert_as_written([x, w], [cost, *sg.grad(cost, [x, w], disconnected="zero")], values, rtol=1e-10)
 
 
@@ -250,3 +255,16 @@ def test_a_sequence_shorter_than_the_steps_is_an_error_not_a_shorter_loop():
     np.testing.assert_allclose(f(values), expected, rtol=1e-14)
     with pytest.raises(sg.StableGradError):
         f(values[:5])
+
+
+def test_a_batched_hmm_steps_along_its_second_axis():
+    """log_b[:, t] of a batch of sequences (batch, time, state): the loop's sequence is time."""
+    log_a, log_b = sg.tensor("log_a", (3, 3)), sg.tensor("log_b", (2, 9, 3))
+    alpha = log_b[:, 0]
+    for t in range(1, 9):
+        alpha = sg.logsumexp(alpha[:, :, None] + log_a, axis=1) + log_b[:, t]
+    cost = sg.sum(sg.logsumexp(alpha, axis=1))
+    outputs = [cost, *sg.grad(cost, [log_a, log_b])]
+    assert loops(sg.function([log_a, log_b], outputs, backend=BACKEND)) == 2
+    values = [np.log(rng.dirichlet(np.ones(3), 3)), -0.5 * rng.standard_normal((2, 9, 3)) ** 2]
+    assert_as_written([log_a, log_b], outputs, values)

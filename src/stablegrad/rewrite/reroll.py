@@ -18,7 +18,7 @@ loop-invariant value (by identity) or as "the node r places back".  A step reads
 before at the same distances as every other step does, so node i and node i + p of
 a loop of p-node steps have equal keys, and a run of nodes whose key last occurred p
 places back is a loop.  `x[t]` (an integer index on the leading axis) is keyed
-without its t: those become the loop's sequences, `x[first::±1]`, where t moves by
+without its t (also `x[:, t]`): those become the loop's sequences, `x[first::±1]`, where t moves by
 one a step.  What the next step reads of a step is a carry; what the rest of the
 graph reads of a step (a value at each step, or the last) is the loop's stacked
 output or its final carry.
@@ -41,10 +41,13 @@ import numpy as np
 from ..graph.basic import Apply, Constant, Variable, substitute, toposort
 from ..ops.indexing import ARRAY, Index
 from ..ops.scan import scan
+from ..ops.shape import moveaxis
 from .engine import Change, ChangeLog, Kind
 
 #: the fewest repeats that are rolled into a loop (two or three copies are cheaper as they are)
 MIN_STEPS = 4
+#: a `:` in an index spec
+FULL_SLICE = (None, None, None)
 #: constants of at most this many entries are told apart by value, not identity
 SMALL_CONSTANT = 16
 #: an unknown extent, as `_rotated` weighs a carry
@@ -133,21 +136,28 @@ class _Graph:
         return self.place.get(v.id)
 
 
-def _step_index(node: Apply) -> int | None:
-    """t for `x[t, ...]` (an int on the leading axis, no index arrays; t >= 0), else None."""
+def _step_index(node: Apply) -> tuple[int, int] | None:
+    """(axis, t) for `x[:, ..., t, ...]`: one int index (t >= 0), after full slices only, and no
+    index arrays; else None."""
     op = node.op
-    if not isinstance(op, Index) or not op.spec or ARRAY in op.spec or type(op.spec[0]) is not int:
+    if not isinstance(op, Index) or ARRAY in op.spec:
         return None
-    t = op.spec[0]
+    ints = [a for a, entry in enumerate(op.spec) if type(entry) is int]
+    if len(ints) != 1 or any(entry != FULL_SLICE for entry in op.spec[: ints[0]]):
+        return None
+    axis = ints[0]
+    t = op.spec[axis]
     if t < 0:
-        extent = node.inputs[0].type.shape[0]
-        return None if extent is None else t + extent
-    return t
+        extent = node.inputs[0].type.shape[axis]
+        return None if extent is None else (axis, t + extent)
+    return axis, t
 
 
 def _after_step(node: Apply) -> tuple:
-    """The rest of `x[t, ...]`'s index, after t."""
-    return cast(Index, node.op).spec[1:]
+    """The rest of `x[:, ..., t, ...]`'s index, without t."""
+    spec = cast(Index, node.op).spec
+    axis = next(a for a, entry in enumerate(spec) if type(entry) is int)
+    return spec[:axis] + spec[axis + 1 :]
 
 
 def _loops(graph: _Graph) -> list[_Loop]:
@@ -160,8 +170,12 @@ def _loops(graph: _Graph) -> list[_Loop]:
         for v in node.inputs:
             place = graph.at(v)
             operands.append(graph.operand_key(v) if place is None else (i - place, v.index))
-        stepped = _step_index(node) is not None and not _varies(operands[0])  # x[t] of an invariant x
-        key = (("x[t]", _after_step(node)) if stepped else node.op, tuple(operands))
+        step = _step_index(node)
+        key: tuple
+        if step is not None and not _varies(operands[0]):  # x[t] of an invariant x: keyed without t
+            key = (("x[t]", step[0], _after_step(node)), tuple(operands))
+        else:
+            key = (node.op, tuple(operands))
         try:
             seen = last.get(key)
             last[key] = i
@@ -198,16 +212,17 @@ def _rolled(
     end = start + n * p
     first_step = nodes[start : start + p]
     # the steps' indices t, t ± 1, ...: one sequence per x[t] of the step
-    sequences: dict[int, tuple[Variable, int, int]] = {}
+    sequences: dict[int, tuple[Variable, int, int, int]] = {}  # position -> (x, axis, first t, ±1)
     for j, node in enumerate(first_step):
-        t0 = _step_index(node)
-        if t0 is None or at(node.inputs[0]) is not None:
+        first = _step_index(node)
+        if first is None or at(node.inputs[0]) is not None:
             continue  # (x[t] of a value the steps compute is part of the step)
-        ts = [_step_index(nodes[start + k * p + j]) for k in range(n)]
-        stride = (ts[1] or 0) - t0
+        axis, t0 = first
+        ts = [cast(tuple, _step_index(nodes[start + k * p + j]))[1] for k in range(n)]
+        stride = ts[1] - t0
         if stride not in (1, -1) or any(t != t0 + k * stride for k, t in enumerate(ts)):
             return None
-        sequences[j] = (node.inputs[0], t0, stride)
+        sequences[j] = (node.inputs[0], axis, t0, stride)
     carries = _carries(graph, start, p)
     if not carries:
         return None  # steps that do not read each other: a map, which runs as well unrolled
@@ -328,7 +343,9 @@ def _loop(graph: _Graph, loop: _Loop, read, carries, sequences) -> dict[int, Var
                 now[(j, k)] = new
         return tuple(now[c] for c in carried), tuple(now[s] for s in stacked)
 
-    xs = tuple(base[_slice(t0, stride, n)] for base, t0, stride in sequences.values())
+    xs = tuple(
+        (x if axis == 0 else moveaxis(x, axis, 0))[_slice(t0, stride, n)] for x, axis, t0, stride in sequences.values()
+    )
     # (length=n with the sequences: where their extent is only known at run time, one shorter than
     # the steps is the loop's error, as it was x[t]'s, not a shorter loop)
     final, ys = scan(body, tuple(carries.values()), xs if xs else None, length=n)
