@@ -12,16 +12,17 @@ one loop (`scan_loop`, `lax.scan`).  The values are the same: the loop runs the 
 ops on the same operands in the same order.
 
 Finding the copies takes one pass over the nodes in the order they were made (a
-loop makes them step by step), each computed once (`_Graph`).  Each node gets a
-*key*: its op, and each operand as a leaf, a small constant (by value), a
-loop-invariant value (by identity) or as "the node r places back".  A step reads its own nodes and the step
-before at the same distances as every other step does, so node i and node i + p of
-a loop of p-node steps have equal keys, and a run of nodes whose key last occurred p
-places back is a loop.  `x[t]` (an integer index on the leading axis) is keyed
-without its t (also `x[:, t]`): those become the loop's sequences, `x[first::±1]`, where t moves by
-one a step.  What the next step reads of a step is a carry; what the rest of the
-graph reads of a step (a value at each step, or the last) is the loop's stacked
-output or its final carry.
+loop makes them step by step), each computed once and loop-invariant values set
+aside (`_Graph`).  Each node gets a *key*: its op, and each operand as a leaf, a
+small constant (by value), a loop-invariant value (by identity) or as "the node r
+places back".  A step reads its own nodes and the step before at the same distances
+as every other step does, so node i and node i + p of a loop of p-node steps have
+equal keys, and a run of nodes whose key last occurred p places back is a loop.
+`x[t]` and `x[:, t]` (one int index after full slices) are keyed without their t:
+those become the loop's sequences, `x[first::±1]`, where t moves by one a step.  What
+the next step reads of a step is a carry; what the rest of the graph reads of a step
+(a value at each step, or the last) is the loop's stacked output or its final carry.
+The steps are cut where they carry the fewest entries (`_rotated`).
 
 It runs before recognition (`pipeline.run_phases`), so the loop's step is recognised
 as a loop body is, and before differentiation (`grad`'s recognition), so the
