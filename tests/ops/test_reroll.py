@@ -22,7 +22,7 @@ def loops(f) -> int:
     return sum(isinstance(node.op, Scan) for node in f.nodes)
 
 
-def hmm(steps: int, states: int = 4, keep_all: bool = False):
+def hmm(steps: int, states: int = 4):
     """The forward algorithm unrolled: (inputs, cost, every alpha)."""
     log_a = sg.tensor("log_a", (states, states))
     log_b = sg.tensor("log_b", (steps, states))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 
 from .engine import Kind, Rewrite
-from .pipeline import BODY_RULES, PIPELINE
+from .pipeline import PIPELINE
 
 HEADER = """\
 # Recognition catalogue
@@ -35,13 +35,13 @@ This page is generated from the rules' docstrings (`python -m stablegrad.rewrite
 
 
 def catalogued_rules() -> list[Rewrite]:
-    """The recognition and guard rules, in pipeline order, without the ones that only recurse into bodies."""
-    body = {r.name for r in BODY_RULES}
+    """The recognition and guard rules, in pipeline order (the ones that only recurse into
+    bodies are `ALGEBRA`: their rules are listed themselves)."""
     seen: set[str] = set()
     rules = []
     for _, phase_rules in PIPELINE:
         for rule in phase_rules:
-            if rule.kind in (Kind.RECOGNITION, Kind.GUARD) and rule.name not in body | seen:
+            if rule.kind in (Kind.RECOGNITION, Kind.GUARD) and rule.name not in seen:
                 seen.add(rule.name)
                 rules.append(rule)
     return rules

@@ -208,7 +208,7 @@ def _rolled(
 ) -> list[Variable] | None:
     """`outputs` with the loop rolled into a `scan`, or None where it cannot be."""
     nodes, at = graph.nodes, graph.at
-    loop = _rotated(graph, loop)
+    loop, carries = _rotated(graph, loop)
     start, p, n = loop.start, loop.period, loop.steps
     end = start + n * p
     first_step = nodes[start : start + p]
@@ -224,7 +224,6 @@ def _rolled(
         if stride not in (1, -1) or any(t != t0 + k * stride for k, t in enumerate(ts)):
             return None
         sequences[j] = (node.inputs[0], axis, t0, stride)
-    carries = _carries(graph, start, p)
     if not carries:
         return None  # steps that do not read each other: a map, which runs as well unrolled
     kept = {graph.alias[k].id if k in graph.alias else k for k in kept}
@@ -278,14 +277,15 @@ def _carries(graph: _Graph, start: int, p: int) -> dict[tuple[int, int], Variabl
     return carries
 
 
-def _rotated(graph: _Graph, loop: _Loop) -> _Loop:
-    """The loop with its steps begun where they carry the fewest entries.
+def _rotated(graph: _Graph, loop: _Loop) -> tuple[_Loop, dict[tuple[int, int], Variable] | None]:
+    """The loop with its steps begun where they carry the fewest entries, and those carries
+    (`_carries`; None where every cut reads two steps back).
 
     Repeats can be cut into steps at any of `period` places; the user's own step is
     usually the one whose carry is smallest (`alpha`, not `alpha[:, None] + log(A)`),
     and only as the user wrote it does the step keep what recognition needs in it
     (`log(A)` next to the logsumexp that weighs by A)."""
-    best, choice = None, loop
+    best, choice, chosen = None, loop, None
     for start in range(loop.start, loop.start + loop.period):
         steps = (loop.end - start) // loop.period
         if steps < MIN_STEPS:
@@ -295,8 +295,8 @@ def _rotated(graph: _Graph, loop: _Loop) -> _Loop:
             continue
         cost = (sum(_entries(v) for v in carries.values()), len(carries))
         if best is None or cost < best:
-            best, choice = cost, _Loop(start, loop.period, steps, loop.end)
-    return choice
+            best, choice, chosen = cost, _Loop(start, loop.period, steps, loop.end), carries
+    return choice, chosen
 
 
 def _entries(v: Variable) -> int:
