@@ -458,33 +458,59 @@ def column_max(column, m, has_nan):
         has_nan[b] |= v != v
 
 
+@_compiled()
+def _difference32(a, b):
+    """(d, e) with d = a - b rounded to float32 and d + e = a - b exactly (TwoSum); e is 0
+    where d is infinite.  Not inlined by Numba: LLVM inlines it with its own strict flags,
+    where the caller's reassociation would fold e to 0."""
+    d = a - b
+    bb = d - a
+    e = (a - (d - bb)) - (b + bb)
+    return d, (e if e == e else _F32(0.0))  # (inf - inf made e NaN; a NaN a or b makes d NaN)
+
+
 @_compiled(vectorised=True)
-def _column_exps(column, m):
-    """column becomes its terms: exactly 1 at each row's max (+inf ones too, whose x - max is
-    NaN), exp(x - max) elsewhere."""
+def _column_terms64(column, m, rest, ties):
     for b in range(column.shape[0]):
         v = column[b]
-        column[b] = 1.0 if v == m[b] else exp_nonpositive(np.float64(v) - m[b])
-
-
-@_compiled(vectorised=True)
-def _column_sums(column, rest, ties):
-    """The terms added to their rows' sums, the ones that are 1 (the ties, and any entry
-    whose exp rounds to 1: the same total) apart from the rest, in float64."""
-    for b in range(column.shape[0]):
-        v = np.float64(column[b])
-        tie = v == 1.0
-        rest[b] += 0.0 if tie else v
+        tie = v == m[b]
+        p = 1.0 if tie else exp_nonpositive(np.float64(v) - m[b])
+        column[b] = p
+        rest[b] += 0.0 if tie else p
         ties[b] += 1.0 if tie else 0.0
 
 
-@_compiled()
+@_compiled(vectorised=True)
+def _column_terms32(column, m, rest, ties):
+    for b in range(column.shape[0]):
+        v = column[b]
+        mb = np.float32(m[b])
+        tie = v == mb
+        d, e = _difference32(v, mb)
+        p = exp32_nonpositive(d)
+        p = _F32(1.0) if tie else p + p * e  # e**(d + e) to first order in e, as e**(x - max)
+        column[b] = p
+        rest[b] += 0.0 if tie else np.float64(p)
+        ties[b] += 1.0 if tie else 0.0
+
+
 def column_terms(column, m, rest, ties):
-    """column becomes its terms (`_column_exps`), added to rest and ties (`_column_sums`).
-    Two loops, as the row kernels': an exp-only loop fills the widest SIMD lanes, and one
-    that also adds to a float64 sum runs at that sum's width."""
-    _column_exps(column, m)
-    _column_sums(column, rest, ties)
+    """column becomes its terms: exactly 1 at each row's max (+inf ones too, whose x - max
+    is NaN), exp(x - max) elsewhere, added to the rows' sums: the ties apart from the rest,
+    in float64.  One loop: the sums run across rows, not along a row, so no reduction
+    narrows its lanes (12 % quicker than an exp loop and a sum loop on 10⁴ rows of 10).
+
+    A float32 column's exps run in float32 lanes: x - max rounded to float32, and its
+    rounding error folded back in (it would cost |x - max| · 2⁻²⁴ of relative accuracy,
+    16 ulps at a term of e⁻¹⁶)."""
+    raise NotImplementedError  # (only its overload runs)
+
+
+@numba.extending.overload(column_terms, inline="always")
+def _column_terms_by_dtype(column, m, rest, ties):
+    if column.dtype == numba.float32:
+        return lambda column, m, rest, ties: _column_terms32(column, m, rest, ties)
+    return lambda column, m, rest, ties: _column_terms64(column, m, rest, ties)
 
 
 @_compiled()
@@ -540,7 +566,7 @@ def _short_block(x, scale, lse, out, softmax, b0):
     which costs far more than the allocations: 2.7x on 10⁶ rows of 5.)"""
     n = x.shape[1]
     nb = min(_BLOCK, x.shape[0] - b0)
-    block = np.empty((n, nb))
+    block = np.empty((n, nb), dtype=x.dtype)  # (float32 or float64: a float32 block takes float32 lanes)
     rest = np.empty(nb)
     ties = np.empty(nb)
     row_scale = np.empty(nb)

@@ -155,7 +155,7 @@ class _Source:
             out += ["        " + line for line in self.row_stage(row)]
             softmax = row_softmax(row)
             if softmax is not None:
-                self.names[softmax.id] = cast("block[i1, b]", np.dtype(np.float64), softmax.dtype, force=True)
+                self.names[softmax.id] = cast("block[i1, b]", self.block_dtype(), softmax.dtype, force=True)
                 if softmax.id in self.result_of:
                     after = [row, *after]  # (the row op's line in a stage stores its softmax)
             if after:
@@ -183,12 +183,18 @@ class _Source:
         after = [m for m in self.op.members if m is not row and (id(m) in late or id(m) in needed)]
         return before, after
 
+    def block_dtype(self) -> np.dtype:
+        """The scratch block's dtype: float32 for a float32 row op (its terms then take float32
+        lanes, twice as many, `kernels.column_terms`), else float64."""
+        assert self.row is not None
+        return np.dtype(np.float32 if self.row.inputs[0].dtype == np.float32 else np.float64)
+
     def scratch(self) -> list[str]:
         n = self.op.space[1]
         lines = []
         if self.row is not None:
             lines += [
-                f"block = np.empty(({n}, {BLOCK}))",
+                f"block = np.empty(({n}, {BLOCK}), dtype={_NUMBA_TYPE[self.block_dtype().name]})",
                 f"m = np.empty({BLOCK})",
                 f"rest = np.empty({BLOCK})",
                 f"ties = np.empty({BLOCK})",
