@@ -945,6 +945,24 @@ def test_a_large_misaligned_argument_is_staged_in_aligned_memory_and_results_sta
     np.testing.assert_array_equal(f(strided)[1], 2 * strided)
 
 
+def test_a_program_whose_arguments_are_all_known_to_be_small_skips_the_staging():
+    """Staging costs a few µs a call (a third of an unrolled HMM's overhead); arguments
+    known to be under `STAGE_FROM` bytes never need it, an unknown extent might."""
+    from stablegrad.backends.jax_backend.program import STAGE_FROM
+
+    side = int(np.sqrt(STAGE_FROM / 8)) - 1  # float64: just under the threshold
+    small, large, unknown = sg.tensor("s", (side, side)), sg.tensor("l", (side + 2, side + 2)), sg.matrix("u")
+    for inputs, stages in [([small], False), ([small, large], True), ([small, unknown], True)]:
+        f = sg.function(inputs, [2.0 * v for v in inputs], backend="jax")
+        assert f._program._stages is stages
+        values = [_misaligned(normal(*(n or side for n in v.type.shape))) for v in inputs]
+        for got, value in zip(f(*values), values):
+            np.testing.assert_array_equal(got, 2.0 * value)
+        assert set(f._program._staging._buffers) == (
+            {1} if any(v is large for v in inputs) else set()
+        )  # only the large one copied
+
+
 def test_only_products_that_the_program_reads_keep_their_rounding_guard():
     """`a*b` that only leaves the program needs no guard against fused multiply-adds; one
     that a subtraction reads keeps it (the difference of equal products is exactly 0)."""

@@ -24,6 +24,7 @@ call (`Staging`); JAX then reads that in place.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
@@ -62,6 +63,8 @@ class Program:
         self._exact: Callable | None = None  # compiled on the first call whose cheap result is in doubt
         self._checks: dict[bool, list[tuple[str, tuple | None]]] = {}  # each version's (message, line) of checks
         self._staging = Staging()
+        # a program whose arguments are all known to be small skips the staging (a few µs a call)
+        self._stages = any(_may_stage(v) for v in self.inputs)
 
     def _jit(self, exact: bool) -> Callable:
         """The plan as a jitted function returning (outputs, doubt, [(failed, detail)] of its checks)."""
@@ -77,6 +80,8 @@ class Program:
         with _x64():
             if self._shardings is not None:
                 values = [self._place(i, v, s) for i, (v, s) in enumerate(zip(values, self._shardings))]
+                return self._call(values)
+            if not self._stages:
                 return self._call(values)
             with self._staging.claim() as staging:
                 results = self._call([staging.put(i, v) for i, v in enumerate(values)])
@@ -173,6 +178,14 @@ class _Staged:
         if self.lock is not None and any(np.may_share_memory(result, b) for b in self.used):
             return result.copy()
         return result
+
+
+def _may_stage(var: Variable) -> bool:
+    """Whether an argument for `var` may be large enough to be staged (an unknown extent may)."""
+    extents = [n for n in var.type.shape if n is not None]
+    if len(extents) < var.ndim:
+        return True
+    return math.prod(extents) * np.dtype(var.dtype).itemsize >= STAGE_FROM
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
