@@ -207,7 +207,8 @@ class _Source:
     def block_loop(self, body: list[str], members: list[Apply], rows_outer: bool = False) -> list[str]:
         """`body` at every point of the block: down its columns (a sum down the rows adds into a
         local), or with `rows_outer` and no such sum, along its rows, so that the stores into
-        C-ordered results are contiguous (8 % quicker storing the softmax of 10⁴ rows of 10)."""
+        C-ordered results are contiguous (the softmax of 10⁴ rows of 10: 3 % quicker in float32,
+        8 % in float64)."""
         sums = [self.result_of[m.outputs[0].id] for m in members if _down_the_rows(m)]
         if rows_outer and not sums:
             lines = [
