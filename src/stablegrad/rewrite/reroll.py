@@ -130,7 +130,7 @@ class _Graph:
         """A constant by value (`h * 0.5` makes a new one at every step), anything else by identity."""
         if isinstance(v, Constant) and v.data.size <= SMALL_CONSTANT:
             return ("constant", v.data.dtype.str, v.data.shape, v.data.tobytes())
-        return self.alias.get(v.id, v).id
+        return self.canonical(v).id
 
     def at(self, v: Variable) -> int | None:
         """The place of v's node; None for a leaf or a loop-invariant value (a loop reads it as it is)."""
@@ -154,10 +154,9 @@ def _step_index(node: Apply) -> tuple[int, int] | None:
     return axis, t
 
 
-def _after_step(node: Apply) -> tuple:
-    """The rest of `x[:, ..., t, ...]`'s index, without t."""
+def _after_step(node: Apply, axis: int) -> tuple:
+    """The rest of `x[:, ..., t, ...]`'s index, without t (at `axis`, as `_step_index` found it)."""
     spec = cast(Index, node.op).spec
-    axis = next(a for a, entry in enumerate(spec) if type(entry) is int)
     return spec[:axis] + spec[axis + 1 :]
 
 
@@ -174,7 +173,7 @@ def _loops(graph: _Graph) -> list[_Loop]:
         step = _step_index(node)
         key: tuple
         if step is not None and not _varies(operands[0]):  # x[t] of an invariant x: keyed without t
-            key = (("x[t]", step[0], _after_step(node)), tuple(operands))
+            key = (("x[t]", step[0], _after_step(node, step[0])), tuple(operands))
         else:
             key = (node.op, tuple(operands))
         try:
@@ -326,7 +325,7 @@ def _loop(graph: _Graph, loop: _Loop, read, carries, sequences) -> dict[int, Var
         slices = dict(zip(sequences, x or ()))
         for j, node in enumerate(step):
             if j in sequences:
-                rest = _after_step(node)
+                rest = _after_step(node, sequences[j][1])
                 outs = [Index(rest)(slices[j]) if rest else slices[j]]
             else:
                 operands = []
